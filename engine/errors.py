@@ -1,0 +1,2 @@
+class EngineError(Exception):
+    """A user-facing error: one line naming the thing and the fix."""

@@ -1,0 +1,167 @@
+"""Versioned schema objects: one file per stored function / procedure / view in sql/<dialect>/.
+
+A function's name carries its version (``queue_tis_v2``) so old and new schedulers both work
+during a rolling upgrade; views keep a stable name. Alembic revisions call :func:`install`
+and :func:`remove`; every install is recorded in ``procedure_version`` with the file's
+checksum and the checksum of the definition as the database reports it, so :func:`check`
+can tell a DBA's hand edit (drift) from a file changed since install (outdated).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from engine.paths import SQL_DIR
+
+VERSIONED = re.compile(r"^(?P<base>.+)_v(?P<version>\d+)$")
+
+
+def dialect_of(conn) -> str:
+    return "postgresql" if conn.dialect.name == "postgresql" else "mysql"
+
+
+def object_file(dialect: str, name: str) -> Path:
+    return SQL_DIR / dialect / f"{name}.sql"
+
+
+def file_checksum(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def object_kind(dialect: str, name: str, text: str) -> str:
+    """'function' or 'view', read from the file; the object must be named like its file."""
+    if dialect == "postgresql":
+        import pglast
+
+        stmt = pglast.parse_sql(text)[0].stmt
+        kind = type(stmt).__name__
+        if kind == "CreateFunctionStmt":
+            found, what = stmt.funcname[-1].sval, "function"
+        elif kind == "ViewStmt":
+            found, what = stmt.view.relname, "view"
+        else:
+            raise ValueError(f"{name}.sql: expected CREATE FUNCTION or CREATE VIEW, found {kind}")
+    else:
+        m = re.search(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?(FUNCTION|PROCEDURE|VIEW)\s+`?(\w+)`?",
+                      text, re.I)
+        if not m:
+            raise ValueError(f"{name}.sql: expected CREATE FUNCTION, PROCEDURE or VIEW")
+        what, found = m.group(1).lower(), m.group(2)
+    if found != name:
+        raise ValueError(f"{name}.sql defines {found}; a file must define the object it is named after")
+    return what
+
+
+def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
+    """Checksum of the definition the database holds now, or None when the object is absent."""
+    if dialect == "postgresql":
+        if kind == "view":
+            sql = ("SELECT md5(pg_get_viewdef(c.oid)) FROM pg_class c WHERE c.relname = :n "
+                   "AND c.relnamespace = current_schema()::regnamespace AND c.relkind = 'v'")
+        else:
+            sql = ("SELECT md5(pg_get_functiondef(p.oid)) FROM pg_proc p WHERE p.proname = :n "
+                   "AND p.pronamespace = current_schema()::regnamespace")
+    elif kind == "view":
+        sql = ("SELECT md5(view_definition) FROM information_schema.views "
+               "WHERE table_schema = DATABASE() AND table_name = :n")
+    else:
+        sql = ("SELECT md5(CONCAT(routine_type, routine_definition, dtd_identifier)) FROM information_schema.routines "
+               "WHERE routine_schema = DATABASE() AND routine_name = :n")
+    return conn.execute(sa.text(sql), {"n": name}).scalar()
+
+
+def _drop_sql(kind: str, name: str) -> str:
+    return f"DROP {kind.upper()} IF EXISTS {name}"
+
+
+def _execute_script(conn, text: str) -> None:
+    # The raw DB-API cursor, so '%' in a function body is not taken for a parameter.
+    dbapi = conn.connection.dbapi_connection
+    with dbapi.cursor() as cur:
+        cur.execute(text)
+
+
+def install_one(conn, name: str, revision: str) -> None:
+    dialect = dialect_of(conn)
+    text = object_file(dialect, name).read_text()
+    kind = object_kind(dialect, name, text)
+    if dialect == "mysql" or kind == "view":
+        # MySQL has no CREATE OR REPLACE FUNCTION; a view may change its columns.
+        conn.execute(sa.text(_drop_sql(kind, name)))
+    _execute_script(conn, text)
+    conn.execute(sa.text("DELETE FROM procedure_version WHERE name = :n"), {"n": name})
+    conn.execute(
+        sa.text("INSERT INTO procedure_version (name, kind, file_checksum, db_checksum, revision) "
+                "VALUES (:n, :k, :f, :d, :r)"),
+        {"n": name, "k": kind, "f": file_checksum(text), "d": db_checksum(conn, dialect, name, kind), "r": revision},
+    )
+
+
+def install(op, names: list[str], revision: str) -> None:
+    conn = op.get_bind()
+    for name in names:
+        install_one(conn, name, revision)
+
+
+def remove(op, names: list[str]) -> None:
+    conn = op.get_bind()
+    dialect = dialect_of(conn)
+    for name in reversed(names):
+        kind = object_kind(dialect, name, object_file(dialect, name).read_text())
+        conn.execute(sa.text(_drop_sql(kind, name)))
+        conn.execute(sa.text("DELETE FROM procedure_version WHERE name = :n"), {"n": name})
+
+
+def expected_objects(dialect: str) -> list[str]:
+    """What the current sql/ files describe: the highest version of each function, every view."""
+    best: dict[str, tuple[int, str]] = {}
+    for path in sorted((SQL_DIR / dialect).glob("*.sql")):
+        m = VERSIONED.match(path.stem)
+        base, version = (m["base"], int(m["version"])) if m else (path.stem, 0)
+        if base not in best or version > best[base][0]:
+            best[base] = (version, path.stem)
+    return sorted(name for _, name in best.values())
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    status: str  # ok, missing, drifted, outdated, not-installed
+    detail: str
+
+
+def check(conn) -> list[Finding]:
+    dialect = dialect_of(conn)
+    recorded = {r.name: r for r in conn.execute(sa.text(
+        "SELECT name, kind, file_checksum, db_checksum, revision FROM procedure_version"))}
+    findings = []
+    for name in expected_objects(dialect):
+        text = object_file(dialect, name).read_text()
+        kind = object_kind(dialect, name, text)
+        rec = recorded.get(name)
+        now = db_checksum(conn, dialect, name, kind)
+        if rec is None:
+            findings.append(Finding(name, "not-installed", "no migration installed it; run `engine db upgrade`"))
+        elif now is None:
+            findings.append(Finding(name, "missing", f"recorded by revision {rec.revision} but absent from the database"))
+        elif now != rec.db_checksum:
+            findings.append(Finding(name, "drifted", "the definition in the database was changed by hand"))
+        elif rec.file_checksum != file_checksum(text):
+            findings.append(Finding(name, "outdated", f"sql/{dialect}/{name}.sql changed since it was installed"))
+        else:
+            findings.append(Finding(name, "ok", f"{kind}, revision {rec.revision}"))
+    return findings
+
+
+def repair(conn) -> list[str]:
+    """Reinstall every object :func:`check` does not report ok; returns their names."""
+    fixed = []
+    for f in check(conn):
+        if f.status != "ok":
+            install_one(conn, f.name, "repair")
+            fixed.append(f.name)
+    return fixed

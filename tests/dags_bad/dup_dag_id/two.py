@@ -1,0 +1,3 @@
+from engine.dag import DAG
+
+DAG("same_id")

@@ -1,0 +1,4 @@
+from engine.dag import DAG
+
+with DAG("broken_syntax")
+    pass

@@ -1,0 +1,1 @@
+raise RuntimeError("folders starting with . must not be searched")

@@ -1,0 +1,1 @@
+raise RuntimeError("files starting with _ must not be imported")
