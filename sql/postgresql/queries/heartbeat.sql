@@ -1,0 +1,1 @@
+SELECT heartbeat_v1(:job_id, :now) AS alive

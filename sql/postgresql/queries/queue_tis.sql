@@ -1,0 +1,1 @@
+SELECT * FROM queue_tis_v1(:max_tis, :job_id, :now)

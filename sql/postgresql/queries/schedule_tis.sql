@@ -1,0 +1,1 @@
+SELECT * FROM schedule_tis_v1(:now, :batch)
