@@ -18,8 +18,9 @@ depends_on = None
 # One type per concept, the same on both dialects.
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-ID = sa.String(250)  # dag_id, task_id, run_id, pool and queue names (indexable on MySQL)
-STATE = sa.String(20)
+# PostgreSQL gets plain text (what the functions declare); MySQL needs a length to index.
+ID = sa.String(250).with_variant(sa.Text(), "postgresql")  # dag, task, run, pool, queue names
+STATE = sa.String(20).with_variant(sa.Text(), "postgresql")
 
 # Objects of sql/<dialect>/ this revision installs, in dependency order.
 OBJECTS = [
@@ -89,7 +90,7 @@ def upgrade():
         "task",
         sa.Column("dag_id", ID, sa.ForeignKey("dag.dag_id", ondelete="CASCADE"), primary_key=True),
         sa.Column("task_id", ID, primary_key=True),
-        sa.Column("kind", sa.String(20), nullable=False),
+        sa.Column("kind", STATE, nullable=False),
         sa.Column("bash_command", sa.Text, nullable=True),
         sa.Column("env", JSON, nullable=True),
         sa.Column("python_callable", sa.Text, nullable=True),
@@ -97,7 +98,7 @@ def upgrade():
         sa.Column("pool", ID, sa.ForeignKey("pool.name"), nullable=False),
         sa.Column("pool_slots", sa.Integer, nullable=False, server_default="1"),
         sa.Column("priority_weight", sa.Integer, nullable=False, server_default="1"),
-        sa.Column("weight_rule", sa.String(20), nullable=False, server_default="downstream"),
+        sa.Column("weight_rule", STATE, nullable=False, server_default="downstream"),
         sa.Column("queue", ID, nullable=False, server_default="default"),
         sa.Column("executor", ID, sa.ForeignKey("executor.name"), nullable=False, server_default="default"),
         sa.Column("retries", sa.Integer, nullable=False, server_default="0"),
@@ -105,7 +106,7 @@ def upgrade():
         sa.Column("retry_exponential_backoff", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.Column("max_retry_delay", sa.Float, nullable=True),
         sa.Column("execution_timeout", sa.Float, nullable=True),
-        sa.Column("trigger_rule", sa.String(20), nullable=False, server_default="all_success"),
+        sa.Column("trigger_rule", STATE, nullable=False, server_default="all_success"),
         sa.Column("max_active_tis_per_dag", sa.Integer, nullable=True),
         sa.Column("max_active_tis_per_dagrun", sa.Integer, nullable=True),
         sa.Column("expand", JSON, nullable=True),  # {"arg": [v0, v1, ...]}: one TI per index
@@ -129,7 +130,7 @@ def upgrade():
         "job",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("kind", sa.String(20), nullable=False),  # scheduler, worker, triggerer
-        sa.Column("hostname", sa.String(250), nullable=False),
+        sa.Column("hostname", ID, nullable=False),
         sa.Column("pid", sa.Integer, nullable=False),
         sa.Column("state", STATE, nullable=False, server_default="running"),
         sa.Column("start_date", TS, nullable=False),
@@ -142,7 +143,7 @@ def upgrade():
         sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=True),
         sa.Column("dag_id", ID, sa.ForeignKey("dag.dag_id", ondelete="CASCADE"), nullable=False),
         sa.Column("run_id", ID, nullable=False),
-        sa.Column("run_type", sa.String(20), nullable=False),  # scheduled, manual
+        sa.Column("run_type", STATE, nullable=False),  # scheduled, manual
         sa.Column("state", STATE, nullable=False),  # queued, running, success, failed
         sa.Column("logical_date", TS, nullable=True),
         sa.Column("data_interval_start", TS, nullable=True),
@@ -179,7 +180,7 @@ def upgrade():
         sa.Column("start_date", TS, nullable=True),
         sa.Column("end_date", TS, nullable=True),
         sa.Column("worker_job_id", sa.BigInteger, nullable=True),
-        sa.Column("hostname", sa.String(250), nullable=True),
+        sa.Column("hostname", ID, nullable=True),
         sa.Column("exit_code", sa.Integer, nullable=True),
         sa.Column("log_path", sa.Text, nullable=True),
         sa.Column("retry_at", TS, nullable=True),
@@ -212,7 +213,7 @@ def upgrade():
         sa.Column("start_date", TS, nullable=True),
         sa.Column("end_date", TS, nullable=True),
         sa.Column("exit_code", sa.Integer, nullable=True),
-        sa.Column("hostname", sa.String(250), nullable=True),
+        sa.Column("hostname", ID, nullable=True),
         sa.Column("worker_job_id", sa.BigInteger, nullable=True),
         sa.Column("log_path", sa.Text, nullable=True),
         sa.Column("reason", sa.Text, nullable=True),
@@ -222,7 +223,7 @@ def upgrade():
         "tick_log",  # one row per scheduler pass, for `recent_ticks`
         sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=True),
         sa.Column("job_id", sa.BigInteger, nullable=True),
-        sa.Column("hostname", sa.String(250), nullable=False),
+        sa.Column("hostname", ID, nullable=False),
         sa.Column("started_at", TS, nullable=False),
         sa.Column("duration_ms", sa.Float, nullable=False),
         sa.Column("runs_created", sa.Integer, nullable=False),

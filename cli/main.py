@@ -1,0 +1,402 @@
+"""`engine`: the command line. Every command is a thin wrapper: decisions live in the database."""
+from __future__ import annotations
+
+import functools
+import json
+import re
+import logging
+import sys
+from pathlib import Path
+
+import click
+import sqlalchemy as sa
+
+from engine import db, migrate, procedures
+from engine.config import load_config
+from engine.errors import EngineError
+
+
+class Context:
+    def __init__(self, database_url: str | None, config_path: str | None):
+        self.overrides = {"database_url": database_url}
+        self.config_path = config_path
+        self._cfg = None
+        self._eng = None
+
+    def cfg(self, **more):
+        if more:
+            self.overrides.update({k: v for k, v in more.items() if v is not None})
+            self._cfg = None
+        if self._cfg is None:
+            self._cfg = load_config(self.overrides, self.config_path)
+        return self._cfg
+
+    def engine(self, migrated: bool = True):
+        """The database engine; with `migrated`, the schema must be at head. The embedded
+        database is migrated on first use so a newcomer needs no set-up."""
+        if self._eng is None:
+            cfg = self.cfg()
+            self._eng = db.make_engine(db.resolve_url(cfg))
+            if migrated:
+                try:
+                    current = migrate.current(self._eng)
+                except sa.exc.OperationalError as exc:
+                    raise db.describe_connect_error(self._eng.url.render_as_string(hide_password=False), exc) from None
+                if current != migrate.head():
+                    if not cfg.database_url:
+                        migrate.upgrade(self._eng)
+                    else:
+                        raise EngineError(f"database schema is at {current or 'nothing'}, not {migrate.head()}; "
+                                          f"run `engine db upgrade`")
+        return self._eng
+
+
+def _one_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    diag = getattr(orig, "diag", None)
+    if diag is not None and diag.message_primary:
+        return diag.message_primary
+    return " ".join(str(orig or exc).split())
+
+
+def handle_errors(fn):
+    """Bad input and unreachable databases end in one line on stderr and exit code 1."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EngineError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except sa.exc.OperationalError as exc:
+            click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "
+                       f"and ENGINE_DATABASE_URL is right", err=True)
+            sys.exit(1)
+        except sa.exc.DBAPIError as exc:
+            click.echo(f"error: {_one_line(exc)}", err=True)
+            sys.exit(1)
+    return wrapper
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def table(rows, headers) -> str:
+    rows = [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    out = [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def show(result, empty: str = "(none)") -> None:
+    rows = result.all()
+    click.echo(table(rows, list(result.keys())) if rows else empty)
+
+
+@click.group()
+@click.option("--database-url", envvar=None, help="SQLAlchemy URL (default: ENGINE_DATABASE_URL, engine.toml, embedded)")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="engine.toml to read")
+@click.option("-v", "--verbose", is_flag=True, help="log what the services do")
+@click.pass_context
+def main(ctx, database_url, config_path, verbose):
+    """A workflow scheduler whose decisions are made by the database."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = Context(database_url, config_path)
+
+
+# ---- config ---------------------------------------------------------------------------------
+@main.group()
+def config():
+    """Settings."""
+
+
+@config.command("show")
+@pass_ctx
+@handle_errors
+def config_show(c: Context):
+    """Print every setting, its effective value and where it came from."""
+    cfg = c.cfg()
+    rows = [(name, v.value if name != "database_url" or not v.value else
+             sa.engine.make_url(str(v.value)).render_as_string(hide_password=True), v.source) for name, v in cfg.items()]
+    click.echo(table(rows, ["setting", "value", "source"]))
+
+
+# ---- db -------------------------------------------------------------------------------------
+@main.group("db")
+def db_group():
+    """Schema and procedures."""
+
+
+@db_group.command("upgrade")
+@pass_ctx
+@handle_errors
+def db_upgrade(c: Context):
+    """Migrate to the latest revision and repair drifted or missing procedures."""
+    eng = c.engine(migrated=False)
+    repaired = migrate.upgrade(eng)
+    click.echo(f"database at revision {migrate.current(eng)}" + (f"; reinstalled {', '.join(repaired)}" if repaired else ""))
+
+
+@db_group.command("downgrade")
+@click.argument("revision")
+@pass_ctx
+@handle_errors
+def db_downgrade(c: Context, revision):
+    """Migrate down to REVISION (`base` removes everything)."""
+    eng = c.engine(migrated=False)
+    migrate.downgrade(eng, revision)
+    click.echo(f"database at revision {migrate.current(eng) or 'base'}")
+
+
+@db_group.command("current")
+@pass_ctx
+@handle_errors
+def db_current(c: Context):
+    """Print the current revision."""
+    click.echo(migrate.current(c.engine(migrated=False)) or "base (empty)")
+
+
+@db_group.command("check")
+@pass_ctx
+@handle_errors
+def db_check(c: Context):
+    """List missing, drifted or outdated procedures; exit 1 if any."""
+    with db.connect(c.engine(migrated=False)) as conn:
+        findings = procedures.check(conn)
+    click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))
+    bad = [f for f in findings if f.status != "ok"]
+    if bad:
+        click.echo(f"{len(bad)} object(s) not as the sql/ files describe; run `engine db upgrade` to repair", err=True)
+        sys.exit(1)
+
+
+# ---- dags -----------------------------------------------------------------------------------
+@main.group()
+def dags():
+    """DAG definitions and runs."""
+
+
+@dags.command("sync")
+@click.argument("path", required=False)
+@pass_ctx
+@handle_errors
+def dags_sync(c: Context, path):
+    """Parse the DAG files under PATH and store their definitions (all or nothing)."""
+    from engine.dagsync import sync
+
+    path = path or c.cfg().dags_folder
+    result = sync(c.engine(), path)
+    click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
+               + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
+
+
+@dags.command("list")
+@pass_ctx
+@handle_errors
+def dags_list(c: Context):
+    """The stored DAGs."""
+    with db.connect(c.engine()) as conn:
+        show(db.run(conn, "dags_list"), "(no DAGs; run `engine dags sync PATH`)")
+
+
+@dags.command("trigger")
+@click.argument("dag_id")
+@click.option("--conf", help="JSON object passed to the run")
+@click.option("--run-id", help="run id (default manual__<time>)")
+@pass_ctx
+@handle_errors
+def dags_trigger(c: Context, dag_id, conf, run_id):
+    """Create a manual run of DAG_ID."""
+    try:
+        parsed = json.loads(conf) if conf else {}
+    except json.JSONDecodeError as exc:
+        raise EngineError(f"--conf is not valid JSON ({exc.msg} at position {exc.pos}); pass an object like '{{\"k\": 1}}'") from None
+    if not isinstance(parsed, dict):
+        raise EngineError("--conf must be a JSON object like '{\"k\": 1}'")
+    with db.connect(c.engine()) as conn:
+        row = db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf=json.dumps(parsed), now=None).one()
+    click.echo(f"triggered {dag_id} run {row.run_id}")
+
+
+def _set_paused(c: Context, dag_id: str, paused: bool) -> None:
+    with db.connect(c.engine()) as conn:
+        found = db.run(conn, "dag_set_paused", dag_id=dag_id, paused=paused).first()
+    if not found:
+        raise EngineError(f"unknown DAG {dag_id!r}; see `engine dags list`")
+    click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
+
+
+@dags.command("pause")
+@click.argument("dag_id")
+@pass_ctx
+@handle_errors
+def dags_pause(c: Context, dag_id):
+    """Start no new runs or TIs of DAG_ID (running TIs finish)."""
+    _set_paused(c, dag_id, True)
+
+
+@dags.command("unpause")
+@click.argument("dag_id")
+@pass_ctx
+@handle_errors
+def dags_unpause(c: Context, dag_id):
+    """Resume DAG_ID."""
+    _set_paused(c, dag_id, False)
+
+
+# ---- pools ----------------------------------------------------------------------------------
+@main.group()
+def pools():
+    """Pools: named slot budgets shared by tasks."""
+
+
+@pools.command("set")
+@click.argument("name")
+@click.argument("slots", type=int)
+@click.option("--include-deferred", is_flag=True, help="deferred TIs keep holding their slots")
+@click.option("--description")
+@pass_ctx
+@handle_errors
+def pools_set(c: Context, name, slots, include_deferred, description):
+    """Create or resize pool NAME to SLOTS (-1: unlimited)."""
+    if slots < 1 and slots != -1:
+        raise EngineError(f"pool {name!r}: slots must be at least 1, or -1 for unlimited (got {slots})")
+    with db.connect(c.engine()) as conn:
+        db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description)
+    click.echo(f"pool {name}: {'unlimited' if slots == -1 else slots} slots"
+               + (", deferred TIs hold slots" if include_deferred else ""))
+
+
+@pools.command("list")
+@pass_ctx
+@handle_errors
+def pools_list(c: Context):
+    """Pools with their usage."""
+    with db.connect(c.engine()) as conn:
+        show(db.run(conn, "pools_list"))
+
+
+@pools.command("delete")
+@click.argument("name")
+@pass_ctx
+@handle_errors
+def pools_delete(c: Context, name):
+    """Delete pool NAME (refused while a task uses it)."""
+    if name == "default_pool":
+        raise EngineError("default_pool cannot be deleted; resize it with `engine pools set default_pool SLOTS`")
+    with db.connect(c.engine()) as conn:
+        user = db.run(conn, "pool_users", name=name).first()
+        if user:
+            raise EngineError(f"pool {name!r} is used by task {user.dag_id}.{user.task_id}; move its tasks to another pool first")
+        if db.run(conn, "pools_delete", name=name).rowcount == 0:
+            raise EngineError(f"unknown pool {name!r}; see `engine pools list`")
+    click.echo(f"pool {name} deleted")
+
+
+# ---- services -------------------------------------------------------------------------------
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+@pass_ctx
+@handle_errors
+def tick(c: Context, as_json):
+    """One scheduling pass (for cron or a systemd timer), then exit."""
+    from engine.scheduler import Scheduler, format_summary
+
+    sched = Scheduler(c.engine(), c.cfg())
+    try:
+        summary = sched.run_once()
+    finally:
+        sched.stop()
+    click.echo(json.dumps(summary) if as_json else format_summary(summary))
+
+
+@main.command()
+@click.option("--max-ticks", type=int, help="stop after this many passes")
+@pass_ctx
+@handle_errors
+def scheduler(c: Context, max_ticks):
+    """Tick in a loop until SIGTERM."""
+    from engine.scheduler import Scheduler
+
+    Scheduler(c.engine(), c.cfg()).loop(max_ticks=max_ticks)
+
+
+@main.command()
+@click.option("--queues", help="comma-separated queues (default: worker_queues)")
+@click.option("--concurrency", type=int, help="tasks run at once (default: worker_concurrency)")
+@click.option("--burst", is_flag=True, help="exit when nothing is queued or running")
+@pass_ctx
+@handle_errors
+def worker(c: Context, queues, concurrency, burst):
+    """Claim queued TIs and run them in subprocesses."""
+    from engine.worker import Worker
+
+    if concurrency is not None and concurrency < 1:
+        raise EngineError(f"--concurrency must be at least 1 (got {concurrency})")
+    cfg = c.cfg()
+    qs = [q.strip() for q in (queues or cfg.worker_queues).split(",") if q.strip()]
+    Worker(c.engine(), cfg, queues=qs, concurrency=concurrency).loop(burst=burst)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+@handle_errors
+def status(c: Context, as_json):
+    """Pools, queue depth, running TIs, recent runs and live jobs, from the SQL views."""
+    sections = [("pools", "status_pools"), ("queues", "status_queues"), ("running", "status_running"),
+                ("recent runs", "status_runs"), ("live jobs", "status_jobs")]
+    with db.connect(c.engine()) as conn:
+        results = {title: db.run(conn, q) for title, q in sections}
+        data = {title: (list(r.keys()), r.all()) for title, r in results.items()}
+    if as_json:
+        click.echo(json.dumps({t: [dict(zip(k, row)) for row in rows] for t, (k, rows) in data.items()},
+                              default=str, indent=2))
+        return
+    for title, (keys, rows) in data.items():
+        click.echo(f"== {title}")
+        click.echo(table(rows, keys) if rows else "(none)")
+        click.echo()
+
+
+@main.command()
+@click.option("--timeout", type=float, default=300, show_default=True, help="give up after this many seconds")
+@pass_ctx
+@handle_errors
+def demo(c: Context, timeout):
+    """Sync the sample DAGs, trigger them and run scheduler and worker until every run ends."""
+    from engine.demo import run_demo
+
+    sys.exit(run_demo(c.engine(), c.cfg(), timeout=timeout))
+
+
+# ---- sql ------------------------------------------------------------------------------------
+@main.group("sql")
+def sql_group():
+    """The SQL files."""
+
+
+@sql_group.command("lint")
+@handle_errors
+def sql_lint():
+    """Parse every PostgreSQL file with pglast; exit 1 on the first that does not parse."""
+    import pglast
+
+    from engine.paths import SQL_DIR
+
+    files = sorted((SQL_DIR / "postgresql").rglob("*.sql"))
+    for path in files:
+        text = path.read_text()
+        if path.parent.name == "queries":  # named statements use :name parameters
+            text = re.sub(r"(?<!:):\w+", "NULL", text)
+        try:
+            pglast.parse_sql(text)
+        except pglast.parser.ParseError as exc:
+            raise EngineError(f"{path}: {exc}; fix the SQL") from None
+    click.echo(f"{len(files)} PostgreSQL file(s) parse")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Small drivers for tests: write DAG files, tick, claim and finish TIs like a worker would."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from engine import db
+from engine.dagsync import sync
+from engine.scheduler import Scheduler
+
+
+def write_dags(folder: Path, source: str, name: str = "dags.py") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("from engine import DAG, BashTask, PythonTask\n" + textwrap.dedent(source))
+    return path
+
+
+def sync_source(eng, folder: Path, source: str) -> dict:
+    write_dags(folder, source)
+    return sync(eng, folder)
+
+
+def sql(eng, text: str, **params):
+    with eng.begin() as conn:
+        result = conn.execute(sa.text(text), params)
+        return result.all() if result.returns_rows else result.rowcount
+
+
+def trigger(eng, dag_id: str, run_id: str | None = None, now=None):
+    with db.connect(eng) as conn:
+        return db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf="{}", now=now).one()
+
+
+def tick(eng, cfg, now=None) -> dict:
+    s = Scheduler(eng, cfg)
+    try:
+        return s.run_once(now=now)
+    finally:
+        s.stop()
+
+
+def claim(eng, limit: int = 1000, queues=("default",), now=None) -> list:
+    with db.connect(eng) as conn:
+        return db.run(conn, "claim_tis", job_id=None, hostname="test", queues=list(queues), limit=limit,
+                      log_dir="/tmp/engine-test-logs", now=now).all()
+
+
+def finish(eng, ti, exit_code: int = 0, timed_out: bool = False, now=None):
+    with db.connect(eng) as conn:
+        return db.run(conn, "finish_ti", ti_id=ti.ti_id, try_number=ti.try_number, exit_code=exit_code,
+                      timed_out=timed_out, reason=None, now=now).scalar()
+
+
+def ti_states(eng, dag_id: str | None = None) -> dict:
+    rows = sql(eng, "SELECT task_id, map_index, state FROM task_instance "
+                    "WHERE (CAST(:d AS text) IS NULL OR dag_id = :d) ORDER BY id", d=dag_id)
+    return {(r.task_id if r.map_index < 0 else f"{r.task_id}[{r.map_index}]"): r.state for r in rows}
+
+
+def run_states(eng, dag_id: str) -> list[str]:
+    return [r.state for r in sql(eng, "SELECT state FROM dag_run WHERE dag_id = :d ORDER BY id", d=dag_id)]
+
+
+def drive(eng, cfg, outcomes: dict | None = None, now=None, max_rounds: int = 50) -> None:
+    """Tick and finish every claimed TI with outcomes[task_id] (default 0) until nothing moves."""
+    outcomes = outcomes or {}
+    for _ in range(max_rounds):
+        summary = tick(eng, cfg, now=now)
+        claimed = claim(eng, now=now)
+        for ti in claimed:
+            finish(eng, ti, outcomes.get(ti.task_id, 0), now=now)
+        if not claimed and summary["tis_scheduled"] == 0 and summary["runs_finished"] == 0 \
+                and summary["runs_started"] == 0 and summary["tis_queued"] == 0:
+            return
+    raise AssertionError("drive(): the engine did not settle")

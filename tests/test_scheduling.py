@@ -1,0 +1,218 @@
+"""schedule_tis, create_dag_runs, finish_ti: trigger rules, retries, mapping, runs, cron."""
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.helpers import (claim, drive, finish, run_states, sql, sync_source, tick, ti_states,
+                           trigger)
+
+OK, FAIL, SKIP = 0, 1, 99
+
+# Two upstreams with the given outcomes, then `t` with the rule: what state does `t` reach?
+RULE_CASES = [
+    ("all_success", (OK, OK), "success"),
+    ("all_success", (OK, FAIL), "upstream_failed"),
+    ("all_success", (OK, SKIP), "skipped"),
+    ("all_failed", (FAIL, FAIL), "success"),
+    ("all_failed", (FAIL, OK), "skipped"),
+    ("all_done", (FAIL, SKIP), "success"),
+    ("one_success", (FAIL, OK), "success"),
+    ("one_success", (FAIL, FAIL), "upstream_failed"),
+    ("one_success", (SKIP, SKIP), "skipped"),
+    ("one_failed", (OK, FAIL), "success"),
+    ("one_failed", (OK, OK), "skipped"),
+    ("none_failed", (OK, SKIP), "success"),
+    ("none_failed", (OK, FAIL), "upstream_failed"),
+    ("none_skipped", (OK, FAIL), "success"),
+    ("none_skipped", (OK, SKIP), "skipped"),
+    ("always", (FAIL, FAIL), "success"),
+]
+
+
+@pytest.mark.parametrize("rule,outcomes,expected", RULE_CASES)
+def test_trigger_rule(eng, cfg, tmp_path, rule, outcomes, expected):
+    sync_source(eng, tmp_path / "dags", f"""
+        with DAG("rules"):
+            a = BashTask("a", bash_command="true")
+            b = BashTask("b", bash_command="true")
+            t = BashTask("t", bash_command="true", trigger_rule="{rule}")
+            [a, b] >> t
+    """)
+    trigger(eng, "rules")
+    drive(eng, cfg, {"a": outcomes[0], "b": outcomes[1]})
+    assert ti_states(eng)["t"] == expected
+    # The run fails when its leaf failed or is upstream_failed, else succeeds.
+    assert run_states(eng, "rules") == ["failed" if expected == "upstream_failed" else "success"]
+
+
+def test_skip_and_upstream_failed_propagate_down_a_chain_in_one_tick(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("chain"):
+            a = BashTask("a", bash_command="true")
+            b = BashTask("b", bash_command="true")
+            c = BashTask("c", bash_command="true")
+            d = BashTask("d", bash_command="true", trigger_rule="all_done")
+            a >> b >> c >> d
+    """)
+    trigger(eng, "chain")
+    tick(eng, cfg)
+    (ti,) = claim(eng)
+    finish(eng, ti, FAIL)
+    summary = tick(eng, cfg)
+    assert ti_states(eng) == {"a": "failed", "b": "upstream_failed", "c": "upstream_failed", "d": "queued"}
+    assert summary["tis_upstream_failed"] == 2
+
+
+def test_retry_waits_for_its_delay_with_exponential_backoff(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("retry"):
+            BashTask("t", bash_command="false", retries=3, retry_delay=10,
+                     retry_exponential_backoff=True, max_retry_delay=30)
+    """)
+    t0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    trigger(eng, "retry", now=t0)
+    tick(eng, cfg, now=t0)
+    delays = []
+    now = t0
+    for expected_delay in (10, 20, 30):  # 10 * 2^(try-1), capped at 30
+        (ti,) = claim(eng, now=now)
+        assert finish(eng, ti, FAIL, now=now) == "up_for_retry"
+        (retry_at,) = sql(eng, "SELECT retry_at FROM task_instance")[0]
+        delays.append((retry_at - now).total_seconds())
+        tick(eng, cfg, now=retry_at - timedelta(seconds=1))
+        assert ti_states(eng)["t"] == "up_for_retry"  # not before its time
+        now = retry_at
+        tick(eng, cfg, now=now)
+        assert ti_states(eng)["t"] == "queued"
+    assert delays == [10, 20, 30]
+    (ti,) = claim(eng, now=now)
+    assert ti.try_number == 4
+    assert finish(eng, ti, FAIL, now=now) == "failed"
+    history = sql(eng, "SELECT try_number, state FROM task_instance_history ORDER BY id")
+    assert [(h.try_number, h.state) for h in history] == [(1, "failed"), (2, "failed"), (3, "failed"), (4, "failed")]
+
+
+def test_stale_finish_report_changes_nothing(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("cas"):
+            BashTask("t", bash_command="true", retries=1, retry_delay=0)
+    """)
+    trigger(eng, "cas")
+    tick(eng, cfg)
+    (ti,) = claim(eng)
+    assert finish(eng, ti, FAIL) == "up_for_retry"
+    assert finish(eng, ti, OK) is None  # the same try reported again: ignored
+    tick(eng, cfg)
+    (ti2,) = claim(eng)
+    assert ti2.try_number == 2
+    assert finish(eng, ti, OK) is None  # a late report of try 1 does not touch try 2
+    assert ti_states(eng)["t"] == "running"
+
+
+def test_mapped_task_has_one_ti_per_value(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("mapped"):
+            a = BashTask("a", bash_command="true")
+            m = PythonTask("m", python_callable="x:y", op_kwargs={"k": 1}).expand(n=[10, 20, 30])
+            z = BashTask("z", bash_command="true")
+            a >> m >> z
+    """)
+    trigger(eng, "mapped")
+    tick(eng, cfg)
+    finish(eng, claim(eng)[0], OK)
+    tick(eng, cfg)
+    rows = claim(eng)
+    assert sorted((r.task_id, r.map_index, r.map_args["n"]) for r in rows) == [("m", 0, 10), ("m", 1, 20), ("m", 2, 30)]
+    finish(eng, rows[0], OK)
+    finish(eng, rows[1], OK)
+    tick(eng, cfg)
+    assert ti_states(eng)["z"] == "none"  # waits for every map index
+    finish(eng, rows[2], OK)
+    drive(eng, cfg)
+    assert run_states(eng, "mapped") == ["success"]
+
+
+def test_max_active_runs_starts_queued_runs_in_order(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("mar", max_active_runs=1):
+            BashTask("t", bash_command="true")
+    """)
+    for i in range(3):
+        trigger(eng, "mar", run_id=f"r{i}")
+    tick(eng, cfg)
+    assert run_states(eng, "mar") == ["running", "queued", "queued"]
+    drive(eng, cfg)
+    assert run_states(eng, "mar") == ["success", "success", "success"]
+
+
+def test_paused_dag_starts_nothing_new_and_running_work_finishes(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("p"):
+            a = BashTask("a", bash_command="true")
+            b = BashTask("b", bash_command="true")
+            a >> b
+    """)
+    trigger(eng, "p")
+    tick(eng, cfg)
+    (ti,) = claim(eng)
+    sql(eng, "UPDATE dag SET is_paused = true")
+    trigger(eng, "p", run_id="second")
+    finish(eng, ti, OK)  # the running TI still reports
+    tick(eng, cfg)
+    assert ti_states(eng) == {"a": "success", "b": "scheduled"}  # scheduled, but not queued
+    assert run_states(eng, "p") == ["running", "queued"]
+    sql(eng, "UPDATE dag SET is_paused = false")
+    drive(eng, cfg)
+    assert run_states(eng, "p") == ["success", "success"]
+
+
+def test_cron_catchup_creates_every_missed_interval(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("hourly", schedule="0 * * * *", start_date="2026-03-01T00:00", catchup=True, max_active_runs=10):
+            BashTask("t", bash_command="true")
+    """)
+    now = datetime(2026, 3, 1, 3, 30, tzinfo=timezone.utc)
+    tick(eng, cfg, now=now)
+    runs = sql(eng, "SELECT run_id, data_interval_start, data_interval_end FROM dag_run ORDER BY logical_date")
+    assert [r.run_id for r in runs] == ["scheduled__2026-03-01T00:00:00+00:00",
+                                        "scheduled__2026-03-01T01:00:00+00:00",
+                                        "scheduled__2026-03-01T02:00:00+00:00"]
+    assert runs[0].data_interval_end == datetime(2026, 3, 1, 1, tzinfo=timezone.utc)
+    tick(eng, cfg, now=now)  # nothing new is due: no duplicate
+    assert len(sql(eng, "SELECT id FROM dag_run")) == 3
+    tick(eng, cfg, now=now + timedelta(hours=1))
+    assert len(sql(eng, "SELECT id FROM dag_run")) == 4
+
+
+def test_cron_without_catchup_runs_only_the_latest_interval(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("hourly", schedule="0 * * * *", start_date="2026-01-01", catchup=False):
+            BashTask("t", bash_command="true")
+    """)
+    tick(eng, cfg, now=datetime(2026, 3, 1, 3, 30, tzinfo=timezone.utc))
+    assert [r.run_id for r in sql(eng, "SELECT run_id FROM dag_run")] == ["scheduled__2026-03-01T02:00:00+00:00"]
+
+
+def test_catchup_respects_max_active_runs(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("daily", schedule="@daily", start_date="2026-01-01", catchup=True, max_active_runs=2):
+            BashTask("t", bash_command="true")
+    """)
+    now = datetime(2026, 1, 11, tzinfo=timezone.utc)
+    tick(eng, cfg, now=now)
+    assert run_states(eng, "daily") == ["running", "running"]
+    drive(eng, cfg, now=now)
+    assert run_states(eng, "daily") == ["success"] * 10  # Jan 1..10, each once
+
+
+def test_dag_run_finishes_and_leaf_decides_state(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("leaf"):
+            a = BashTask("a", bash_command="true")
+            b = BashTask("b", bash_command="true", trigger_rule="all_done")
+            a >> b
+    """)
+    trigger(eng, "leaf")
+    drive(eng, cfg, {"a": FAIL})
+    assert ti_states(eng) == {"a": "failed", "b": "success"}
+    assert run_states(eng, "leaf") == ["success"]  # Airflow: the leaves decide
