@@ -1,0 +1,133 @@
+"""Each limit of DESIGN section 4 on its own, and Airflow's starvation cases, against queue_tis_v1."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tests.reference import TI, World, greedy
+from tests.world import load_world, queue
+
+
+def world(tis, pools=None, parallelism=None, dags=None, tasks=None, runs=None) -> World:
+    pools = {"default_pool": (128, False), **(pools or {})}
+    dags = dags or {"d": (None, False)}
+    runs = runs or {1: ("d", "running", 0)}
+    task_ids = {(t.dag_id, t.task_id) for t in tis}
+    tasks = {k: (None, None) for k in task_ids} | (tasks or {})
+    return World(pools, parallelism or {"default": None}, dags, tasks, runs, tis)
+
+
+def tis_of(n, start=1, **kw):
+    base = dict(dag_id="d", run=1, task_id="t", state="scheduled", priority_weight=1, pool="default_pool", pool_slots=1)
+    base.update(kw)
+    out = []
+    for i in range(n):
+        attrs = dict(base)
+        if "map_index" not in kw:
+            attrs["map_index"] = i
+        out.append(TI(id=start + i, **attrs))
+    return out
+
+
+def check(eng, w, max_tis=512):
+    load_world(eng, w)
+    got = queue(eng, max_tis)
+    assert sorted(got) == sorted(greedy(w, max_tis))
+    return got
+
+
+def test_pool_counts_pool_slots_not_rows(eng):
+    w = world(tis_of(5, pool="p", pool_slots=2), pools={"p": (5, False)})
+    assert len(check(eng, w)) == 2  # 2 + 2 = 4 <= 5; a third would need 6
+
+
+def test_pool_counts_running_and_queued_and_deferred_when_included(eng):
+    busy = tis_of(1, start=1, task_id="a", state="running", pool="p", pool_slots=2) + \
+        tis_of(1, start=2, task_id="b", state="deferred", pool="p", pool_slots=2)
+    waiting = tis_of(4, start=10, task_id="c", pool="p")
+    assert len(check(eng, world(busy + waiting, pools={"p": (5, True)}))) == 1
+    assert len(check(eng, world(busy + waiting, pools={"p": (5, False)}))) == 3
+
+
+def test_unlimited_pool(eng):
+    assert len(check(eng, world(tis_of(50, pool="p", pool_slots=4), pools={"p": (-1, False)}))) == 50
+
+
+def test_ti_wider_than_its_pool_never_blocks_others(eng):
+    wide = tis_of(1, start=1, task_id="wide", pool="p", pool_slots=4, priority_weight=9)
+    narrow = tis_of(3, start=2, task_id="narrow", pool="p", pool_slots=1)
+    got = check(eng, world(wide + narrow, pools={"p": (3, False)}))
+    assert sorted(got) == [2, 3, 4]
+
+
+def test_max_active_tasks_is_per_run(eng):
+    tis = tis_of(5, run=1, start=1) + tis_of(5, run=2, start=10)
+    w = world(tis, dags={"d": (2, False)}, runs={1: ("d", "running", 0), 2: ("d", "running", 1)})
+    got = check(eng, w)
+    assert Counter(1 if i < 10 else 2 for i in got) == {1: 2, 2: 2}
+
+
+def test_max_active_tis_per_dag_spans_runs(eng):
+    tis = tis_of(3, run=1, start=1) + tis_of(3, run=2, start=10)
+    w = world(tis, tasks={("d", "t"): (2, None)}, runs={1: ("d", "running", 0), 2: ("d", "running", 1)})
+    assert sorted(check(eng, w)) == [1, 2]
+
+
+def test_max_active_tis_per_dagrun_limits_mapped_instances(eng):
+    tis = tis_of(6, run=1, start=1) + tis_of(6, run=2, start=10)
+    w = world(tis, tasks={("d", "t"): (None, 2)}, runs={1: ("d", "running", 0), 2: ("d", "running", 0)})
+    assert sorted(check(eng, w)) == [1, 2, 10, 11]
+
+
+def test_executor_parallelism(eng):
+    tis = tis_of(2, start=1, task_id="busy", state="running") + tis_of(10, start=10)
+    assert len(check(eng, world(tis, parallelism={"default": 5}))) == 3
+
+
+def test_max_tis_per_call(eng):
+    assert len(check(eng, world(tis_of(40)), max_tis=7)) == 7
+
+
+def test_paused_dag_and_queued_run_are_not_candidates(eng):
+    tis = tis_of(2, dag_id="paused", run=1, start=1) + tis_of(2, dag_id="d", run=2, start=10)
+    w = world(tis, dags={"paused": (None, True), "d": (None, False)},
+              runs={1: ("paused", "running", 0), 2: ("d", "queued", 0)})
+    assert check(eng, w) == []
+
+
+def test_priority_then_run_after_then_map_index_order(eng):
+    tis = [TI(1, "d", 2, "t", 0, "scheduled", 1, "p", 1), TI(2, "d", 1, "t", 1, "scheduled", 1, "p", 1),
+           TI(3, "d", 1, "t", 0, "scheduled", 1, "p", 1), TI(4, "d", 2, "u", 0, "scheduled", 5, "p", 1)]
+    w = world(tis, pools={"p": (3, False)}, runs={1: ("d", "running", 0), 2: ("d", "running", 5)})
+    assert sorted(check(eng, w)) == [2, 3, 4]  # priority 5 first, then run 1's map 0 and 1
+
+
+def test_airflow_45636_blocked_pool_does_not_starve_an_idle_one(eng):
+    """Two 20-slot pools; A has 19 busy slots and 1,000 waiting TIs at priority 2; B is idle with
+    100 TIs at priority 1. Airflow's first call queues 1 TI; ours queues 1 of A and 20 of B."""
+    running = tis_of(19, start=1, task_id="a_busy", pool="A", state="running")
+    a = tis_of(1000, start=100, task_id="a", pool="A", priority_weight=2)
+    b = tis_of(100, start=2000, task_id="b", pool="B", priority_weight=1)
+    w = world(running + a + b, pools={"A": (20, False), "B": (20, False)})
+    got = check(eng, w, max_tis=32)
+    assert Counter("A" if i < 2000 else "B" for i in got) == {"A": 1, "B": 20}
+
+
+def test_airflow_18131_dag_at_max_active_tasks_does_not_starve_others(eng):
+    """dag_a: 200 high-priority TIs with max_active_tasks=1; other DAGs have runnable TIs."""
+    a = tis_of(200, start=1, dag_id="dag_a", run=1, priority_weight=10)
+    others = [t for k in range(3) for t in tis_of(30, start=1000 + 100 * k, dag_id=f"dag_{k}", run=2 + k)]
+    w = world(a + others, dags={"dag_a": (1, False), **{f"dag_{k}": (None, False) for k in range(3)}},
+              runs={1: ("dag_a", "running", 0), **{2 + k: (f"dag_{k}", "running", 0) for k in range(3)}})
+    got = check(eng, w, max_tis=64)
+    assert len(got) == 64
+    assert sum(1 for i in got if i <= 200) == 1
+
+
+@pytest.mark.parametrize("max_tis", [1, 3])
+def test_repeated_calls_never_exceed_a_limit(eng, max_tis):
+    w = world(tis_of(20, pool="p", pool_slots=2), pools={"p": (7, False)})
+    load_world(eng, w)
+    total = sum(len(queue(eng, max_tis)) for _ in range(10))
+    assert total == 3
