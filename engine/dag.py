@@ -128,11 +128,18 @@ def normalise_schedule(schedule, dag_id: str = "?") -> str | None:
             has7 = has7 or hi == 7
         if i == 4 and has7:  # day-of-week 7 is Sunday: rewrite the field as an explicit 0-6 list
             items = [str(v) for v in sorted({v % 7 for v in values})]
-        out.append(",".join(items))
+        out.append(",".join(dict.fromkeys(items)))  # '*,*' -> '*', as croniter reads it
     cron = " ".join(out)
     if not croniter.is_valid(cron):
         raise bad("rejected by croniter")
-    return cron
+    # Day-of-month and day-of-week combine with OR when both are restricted. Write '*' exactly
+    # where croniter (Airflow's cron) reads a field as unrestricted, so the database's simple
+    # rule (OR unless a field is '*') gives croniter's schedule.
+    expanded = croniter(cron).expanded
+    for i in (2, 4):
+        if expanded[i][0] == "*":  # croniter tests the first element
+            out[i] = "*"
+    return " ".join(out)
 
 
 def normalise_start_date(value, dag_id: str = "?") -> str | None:

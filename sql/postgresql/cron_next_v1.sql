@@ -1,7 +1,8 @@
 -- cron_next_v1(expr, after): the first time strictly after `after` (to the minute, UTC) that a
 -- 5-field cron expression fires, or NULL when none within ~5 years (e.g. "0 0 30 2 *").
--- Pure: no table, no lock. Day matching follows Vixie cron (and croniter): when both
--- day-of-month and day-of-week are restricted, a day matches if either does.
+-- Pure: no table, no lock. Day matching follows croniter (what Airflow uses): when neither
+-- day-of-month nor day-of-week is exactly '*', a day matches if either does ('*/1' counts as
+-- restricted there, unlike Vixie cron).
 CREATE OR REPLACE FUNCTION cron_next_v1(p_expr text, p_after timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql IMMUTABLE STRICT
@@ -13,7 +14,7 @@ DECLARE
     v_dom  int[] := cron_field_v1(f[3], 1, 31);
     v_mon  int[] := cron_field_v1(f[4], 1, 12);
     v_dow  int[] := ARRAY(SELECT DISTINCT mod(d, 7) FROM unnest(cron_field_v1(f[5], 0, 7)) AS d);
-    v_or   boolean := f[3] NOT LIKE '*%' AND f[5] NOT LIKE '*%';
+    v_or   boolean := f[3] <> '*' AND f[5] <> '*';
     t      timestamp := date_trunc('minute', p_after AT TIME ZONE 'UTC') + interval '1 minute';
     v_dom_ok boolean;
     v_dow_ok boolean;

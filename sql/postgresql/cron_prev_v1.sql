@@ -12,7 +12,7 @@ DECLARE
     v_dom  int[] := cron_field_v1(f[3], 1, 31);
     v_mon  int[] := cron_field_v1(f[4], 1, 12);
     v_dow  int[] := ARRAY(SELECT DISTINCT mod(d, 7) FROM unnest(cron_field_v1(f[5], 0, 7)) AS d);
-    v_or   boolean := f[3] NOT LIKE '*%' AND f[5] NOT LIKE '*%';
+    v_or   boolean := f[3] <> '*' AND f[5] <> '*';
     t      timestamp := date_trunc('minute', p_at AT TIME ZONE 'UTC');
     v_dom_ok boolean;
     v_dow_ok boolean;
