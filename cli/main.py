@@ -252,7 +252,7 @@ def pools():
     """Pools: named slot budgets shared by tasks."""
 
 
-@pools.command("set")
+@pools.command("set", context_settings={"ignore_unknown_options": True})  # so `SLOTS` may be -1
 @click.argument("name")
 @click.argument("slots", type=int)
 @click.option("--include-deferred", is_flag=True, help="deferred TIs keep holding their slots")

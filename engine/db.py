@@ -84,7 +84,7 @@ def q(conn: Connection, name: str):
     return sa.text(query_text(dialect_dir(conn), name))
 
 
-def run(conn: Connection, name: str, **params):
+def run(conn: Connection, name: str, /, **params):
     return conn.execute(q(conn, name), params)
 
 

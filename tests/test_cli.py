@@ -1,0 +1,164 @@
+"""The command line end to end, through real subprocesses, and every bad input of issue 2."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import sql
+
+GOOD = """
+from engine import DAG, BashTask
+
+with DAG("good", max_active_tasks=2):
+    a = BashTask("a", bash_command="echo a > a.out")
+    b = BashTask("b", bash_command="echo b", retries=1, retry_delay=0)
+    a >> b
+"""
+
+
+def engine(db_url, *args, cwd=None, env=None, timeout=120):
+    full_env = {**os.environ, "ENGINE_DATABASE_URL": db_url, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, timeout=timeout)
+
+
+def assert_one_line_error(result, *needles):
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in result.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.fixture
+def dags_dir(tmp_path) -> Path:
+    d = tmp_path / "dags"
+    d.mkdir()
+    (d / "good.py").write_text(GOOD)
+    return d
+
+
+def test_sync_trigger_tick_worker_status(db_url, dags_dir, tmp_path):
+    env = {"ENGINE_HOME": str(tmp_path / "home")}
+    r = engine(db_url, "dags", "sync", str(dags_dir), env=env)
+    assert r.returncode == 0 and "synced 1 DAG(s): good" in r.stdout, r.stderr
+    r = engine(db_url, "dags", "trigger", "good", "--conf", '{"x": 1}', "--run-id", "r1", env=env)
+    assert r.returncode == 0 and "r1" in r.stdout, r.stderr
+    for _ in range(6):
+        r = engine(db_url, "tick", "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        summary = json.loads(r.stdout)
+        assert {"runs_created", "tis_scheduled", "tis_queued", "runs_finished", "duration_ms"} <= summary.keys()
+        r = engine(db_url, "worker", "--burst", env=env)
+        assert r.returncode == 0, r.stderr
+        if sql_state(db_url) == "success":
+            break
+    assert sql_state(db_url) == "success"
+    assert (dags_dir / "a.out").read_text().strip() == "a"  # bash ran in the DAG's folder
+    logs = list((tmp_path / "home" / "logs").rglob("*.log"))
+    assert len(logs) == 2
+    r = engine(db_url, "status", "--json", env=env)
+    status = json.loads(r.stdout)
+    assert status["recent runs"][0]["state"] == "success"
+    assert {p["pool"] for p in status["pools"]} == {"default_pool"}
+    r = engine(db_url, "status", env=env)
+    assert "== pools" in r.stdout and "default_pool" in r.stdout
+
+
+def sql_state(db_url):
+    import sqlalchemy as sa
+    e = sa.create_engine(db_url)
+    try:
+        with e.connect() as c:
+            return c.execute(sa.text("SELECT state FROM dag_run WHERE run_id = 'r1'")).scalar()
+    finally:
+        e.dispose()
+
+
+def test_pools_and_dags_commands(db_url, dags_dir):
+    assert engine(db_url, "pools", "set", "warehouse", "4", "--include-deferred").returncode == 0
+    r = engine(db_url, "pools", "list")
+    assert "warehouse" in r.stdout and "True" in r.stdout
+    engine(db_url, "dags", "sync", str(dags_dir))
+    r = engine(db_url, "dags", "pause", "good")
+    assert r.returncode == 0 and "paused" in r.stdout
+    assert "True" in engine(db_url, "dags", "list").stdout
+    assert engine(db_url, "dags", "unpause", "good").returncode == 0
+    assert "unlimited" in engine(db_url, "pools", "set", "wide", "-1").stdout
+    assert engine(db_url, "pools", "delete", "warehouse").returncode == 0
+    r = engine(db_url, "db", "check")
+    assert r.returncode == 0 and "queue_tis_v1" in r.stdout
+    r = engine(db_url, "config", "show")
+    assert "database_url" in r.stdout and "env ENGINE_DATABASE_URL" in r.stdout
+
+
+BAD_FILES = {
+    "import": ("import no_such_module_here\n", ["no_such_module_here"]),
+    "syntax": ("with DAG('x'):\n    BashTask('t', bash_command='true'\n", ["SyntaxError"]),
+    "cycle": ("with DAG('cyc'):\n    a = BashTask('a', bash_command='true')\n    b = BashTask('b', bash_command='true')\n"
+              "    a >> b >> a\n", ["cycle"]),
+    "duplicate": ("with DAG('dup'):\n    BashTask('a', bash_command='true')\n    BashTask('a', bash_command='true')\n",
+                  ["'a'"]),
+    "unknown_pool": ("with DAG('up'):\n    BashTask('a', bash_command='true', pool='nope')\n",
+                     ["unknown pool 'nope'", "engine pools set"]),
+    "too_wide": ("with DAG('tw'):\n    BashTask('a', bash_command='true', pool='small', pool_slots=3)\n",
+                 ["pool_slots=3", "small"]),
+    "cron": ("with DAG('cr', schedule='61 * * * *', start_date='2026-01-01'):\n    BashTask('a', bash_command='true')\n",
+             ["schedule"]),
+    "zero_limit": ("with DAG('zl', max_active_tasks=0):\n    BashTask('a', bash_command='true')\n", ["max_active_tasks"]),
+    "negative_limit": ("with DAG('nl'):\n    BashTask('a', bash_command='true', max_active_tis_per_dag=-1)\n",
+                       ["max_active_tis_per_dag"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_dag_file_is_one_line_and_writes_nothing(db_url, dags_dir, case):
+    assert engine(db_url, "pools", "set", "small", "2").returncode == 0
+    assert engine(db_url, "dags", "sync", str(dags_dir)).returncode == 0
+    before = sql_rows(db_url)
+    # The good DAG changes too: the failed sync must not half-write it.
+    (dags_dir / "good.py").write_text(GOOD.replace("max_active_tasks=2", "max_active_tasks=5"))
+    source, needles = BAD_FILES[case]
+    (dags_dir / f"bad_{case}.py").write_text("from engine import DAG, BashTask\n" + source)
+    assert_one_line_error(engine(db_url, "dags", "sync", str(dags_dir)), *needles)
+    assert sql_rows(db_url) == before
+
+
+def sql_rows(db_url):
+    import sqlalchemy as sa
+    e = sa.create_engine(db_url)
+    try:
+        with e.connect() as c:
+            return c.execute(sa.text("SELECT dag_id, max_active_tasks, (SELECT count(*) FROM task) FROM dag ORDER BY 1")).all()
+    finally:
+        e.dispose()
+
+
+def test_bad_command_input(db_url, dags_dir):
+    engine(db_url, "dags", "sync", str(dags_dir))
+    assert_one_line_error(engine(db_url, "dags", "trigger", "good", "--conf", "{not json"), "--conf", "JSON")
+    assert_one_line_error(engine(db_url, "dags", "trigger", "good", "--conf", "[1]"), "JSON object")
+    assert_one_line_error(engine(db_url, "dags", "trigger", "nope"), "unknown DAG 'nope'", "engine dags list")
+    assert_one_line_error(engine(db_url, "dags", "pause", "nope"), "unknown DAG 'nope'")
+    assert engine(db_url, "dags", "trigger", "good", "--run-id", "same").returncode == 0
+    assert_one_line_error(engine(db_url, "dags", "trigger", "good", "--run-id", "same"), "already has a run 'same'")
+    assert_one_line_error(engine(db_url, "pools", "set", "p", "-5"), "slots must be at least 1")
+    assert_one_line_error(engine(db_url, "pools", "set", "p", "0"), "slots must be at least 1")
+    assert_one_line_error(engine(db_url, "pools", "delete", "nope"), "unknown pool 'nope'")
+    assert_one_line_error(engine(db_url, "pools", "delete", "default_pool"), "default_pool")
+    assert_one_line_error(engine(db_url, "worker", "--concurrency", "0"), "--concurrency")
+    assert_one_line_error(engine(db_url, "dags", "sync", str(dags_dir / "missing")), "missing")
+
+
+def test_unreachable_database_is_one_line():
+    r = engine("postgresql+psycopg://nobody@127.0.0.1:1/none", "dags", "list")
+    assert_one_line_error(r, "unreachable", "ENGINE_DATABASE_URL")
+    r = engine("notadb://x", "tick")
+    assert_one_line_error(r, "notadb")
