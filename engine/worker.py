@@ -45,7 +45,7 @@ class Child:
     row: dict
     proc: subprocess.Popen
     deadline: float | None           # time.monotonic() after which the try has timed out
-    term_at: float | None = None     # when SIGTERM was sent
+    kill_at: float | None = None     # set with SIGTERM: when SIGKILL follows if it is still alive
     timed_out: bool = False
     reason: str | None = None        # set when the worker killed it for another reason
 
@@ -72,8 +72,8 @@ def build_command(row: dict) -> tuple[list[str], dict, str | None, str]:
     if row["kind"] == "python":
         kwargs = {**(row.get("op_kwargs") or {}), **args}
         spec = {"callable": row["python_callable"], "kwargs": kwargs, "dag_folder": dag_folder(row)}
-        return ([sys.executable, "-m", "engine.runner"], child_env(row), json.dumps(spec),
-                f"python {row['python_callable']} kwargs={json.dumps(kwargs)}")
+        return ([sys.executable, "-m", "engine.runner"], child_env(row, {"PYTHONUNBUFFERED": "1"}),
+                json.dumps(spec), f"python {row['python_callable']} kwargs={json.dumps(kwargs)[:500]}")
     raise ValueError(f"unknown task kind {row['kind']!r}")
 
 
@@ -94,6 +94,15 @@ def start_child(row: dict) -> subprocess.Popen:
         return subprocess.Popen(argv, cwd=dag_folder(row), env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=stdin if stdin_text is not None else subprocess.DEVNULL,
                                 start_new_session=True)
+
+
+def note_in_log(row: dict, text: str) -> None:
+    """Best effort: append one line of the worker's own to the task log."""
+    try:
+        with open(row["log_path"], "a") as out:
+            out.write(f"engine worker: {text}\n")
+    except (OSError, TypeError):
+        pass
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -158,20 +167,21 @@ class Worker:
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
             reason = f"could not start the task: {type(exc).__name__}: {exc}"
             log.error("ti %s (%s.%s): %s", row["ti_id"], row["dag_id"], row["task_id"], reason)
-            try:
-                with open(row["log_path"], "a") as out:
-                    out.write(reason + "\n")
-            except (OSError, TypeError):
-                pass
+            note_in_log(row, reason)
             self.unreported.append(Outcome(row["ti_id"], row["try_number"], START_FAILED_EXIT_CODE, False, reason))
             return
         deadline = time.monotonic() + timeout if timeout else None
         self.children.append(Child(row, proc, deadline))
 
-    def _terminate(self, child: Child, reason: str | None = None, timed_out: bool = False) -> None:
-        if child.term_at is None:
-            child.term_at, child.timed_out, child.reason = time.monotonic(), timed_out, reason
+    def _terminate(self, child: Child, reason: str | None = None, timed_out: bool = False,
+                   grace: float | None = None) -> None:
+        """SIGTERM the child's group now, SIGKILL it after `grace` seconds (KILL_GRACE by default)."""
+        kill_at = time.monotonic() + (KILL_GRACE if grace is None else grace)
+        if child.kill_at is None:
+            child.kill_at, child.timed_out, child.reason = kill_at, timed_out, reason
+            note_in_log(child.row, f"{reason or 'execution_timeout exceeded'}; sending SIGTERM")
             signal_group(child.proc, signal.SIGTERM)
+        child.kill_at = min(child.kill_at, kill_at)
 
     def _reap(self) -> int:
         """Collect exited children, enforce timeouts and the SIGKILL grace period."""
@@ -179,13 +189,13 @@ class Worker:
         for child in list(self.children):
             code = child.proc.poll()
             if code is None:
-                if child.deadline is not None and now >= child.deadline and child.term_at is None:
+                if child.deadline is not None and now >= child.deadline and child.kill_at is None:
                     log.warning("ti %s exceeded its execution_timeout; terminating", child.row["ti_id"])
                     self._terminate(child, timed_out=True)
-                elif child.term_at is not None and now - child.term_at >= KILL_GRACE:
+                elif child.kill_at is not None and now >= child.kill_at:
                     signal_group(child.proc, signal.SIGKILL)
                 continue
-            if child.term_at is not None:
+            if child.kill_at is not None:
                 signal_group(child.proc, signal.SIGKILL)  # leftovers of a killed task's group
             self.children.remove(child)
             if child.reason and code in (0, 99):
@@ -198,8 +208,7 @@ class Worker:
     def _kill_all(self, reason: str, grace: float) -> None:
         """SIGTERM every child, SIGKILL after `grace`, wait until all have exited."""
         for child in self.children:
-            self._terminate(child, reason=reason)
-            child.term_at = min(child.term_at, time.monotonic() - KILL_GRACE + grace)
+            self._terminate(child, reason=reason, grace=grace)
         while self.children:
             self._reap()
             if self.children:
@@ -212,8 +221,7 @@ class Worker:
         finished = self._reap()
         self._report_pending(now)
         try:
-            alive = self.job.heartbeat(now=now)
-            self._db_ok()
+            alive = self.job.heartbeat(now=now)  # True without a query when no beat is due
         except DB_DOWN as exc:
             self._db_failed("heartbeating", exc)
             alive = True
@@ -240,6 +248,7 @@ class Worker:
                          row["dag_id"], row["task_id"], row["run_id"], row["map_index"])
                 self._launch(row)
             claimed = len(rows)
+            self._report_pending(now)  # tries that failed to start
         return {"claimed": claimed, "finished": finished, "running": len(self.children)}
 
     def stop(self, timeout: float = 30) -> None:
