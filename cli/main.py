@@ -346,7 +346,8 @@ def worker(c: Context, queues, concurrency, burst):
 @handle_errors
 def status(c: Context, as_json):
     """Pools, queue depth, running TIs, recent runs and live jobs, from the SQL views."""
-    sections = [("pools", "status_pools"), ("queues", "status_queues"), ("running", "status_running"),
+    sections = [("pools", "status_pools"), ("queues", "status_queues"), ("why pending", "status_pending"),
+                ("running", "status_running"),
                 ("recent runs", "status_runs"), ("live jobs", "status_jobs")]
     with db.connect(c.engine()) as conn:
         results = {title: db.run(conn, q) for title, q in sections}

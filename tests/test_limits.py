@@ -131,3 +131,35 @@ def test_repeated_calls_never_exceed_a_limit(eng, max_tis):
     load_world(eng, w)
     total = sum(len(queue(eng, max_tis)) for _ in range(10))
     assert total == 3
+
+
+def test_pending_reasons_name_the_first_full_limit(eng):
+    tis = [
+        TI(1, "paused", 1, "t", -1, "scheduled", 1, "default_pool", 1),
+        TI(2, "d", 2, "t", -1, "scheduled", 1, "default_pool", 1),   # run queued
+        TI(3, "d", 3, "wide", -1, "scheduled", 1, "small", 3),        # pool of 2: never fits
+        TI(4, "d", 3, "busy", -1, "running", 1, "full", 1),
+        TI(5, "d", 3, "p", -1, "scheduled", 1, "full", 1),            # pool full
+        TI(6, "m", 4, "busy", -1, "running", 1, "default_pool", 1),
+        TI(7, "m", 4, "x", -1, "scheduled", 1, "default_pool", 1),    # run at max_active_tasks
+        TI(8, "d", 3, "per_dag", 0, "running", 1, "default_pool", 1, "other"),
+        TI(9, "d", 3, "per_dag", 1, "scheduled", 1, "default_pool", 1),  # task at per-dag limit
+        TI(10, "d", 3, "per_run", 0, "running", 1, "default_pool", 1, "other"),
+        TI(11, "d", 3, "per_run", 1, "scheduled", 1, "default_pool", 1),
+        TI(12, "d", 3, "e", -1, "scheduled", 1, "default_pool", 1, "other"),  # executor full
+        TI(13, "d", 3, "ok", -1, "scheduled", 1, "default_pool", 1),
+    ]
+    w = world(tis, pools={"small": (2, False), "full": (1, False)},
+              parallelism={"default": None, "other": 2},
+              dags={"paused": (None, True), "d": (None, False), "m": (1, False)},
+              tasks={("d", "per_dag"): (1, None), ("d", "per_run"): (None, 1)},
+              runs={1: ("paused", "running", 0), 2: ("d", "queued", 0), 3: ("d", "running", 0), 4: ("m", "running", 0)})
+    load_world(eng, w)
+    import sqlalchemy as sa
+    with eng.connect() as c:
+        reasons = dict(c.execute(sa.text("SELECT ti_id, reason FROM pending_reasons")).all())
+    assert reasons == {1: "dag paused", 2: "run not running", 3: "pool too small", 5: "pool full",
+                       7: "run at max_active_tasks", 9: "task at max_active_tis_per_dag",
+                       11: "task at max_active_tis_per_dagrun", 12: "executor at parallelism", 13: "runnable"}
+    # The procedure agrees: of these, only the runnable one is queued.
+    assert queue(eng, 100) == [13]

@@ -25,9 +25,10 @@ STATE = sa.String(20).with_variant(sa.Text(), "postgresql")
 # Objects of sql/<dialect>/ this revision installs, in dependency order.
 OBJECTS = [
     "cron_field_v1", "cron_next_v1", "cron_prev_v1",
-    "trigger_dag_v1", "create_dag_runs_v1", "schedule_tis_v1", "queue_tis_v1",
+    "limit_usage", "trigger_dag_v1", "create_dag_runs_v1", "schedule_tis_v1", "queue_tis_v1",
     "claim_tis_v1", "finish_ti_v1", "heartbeat_v1",
     "pool_usage", "queue_depth", "live_jobs", "recent_runs", "running_tis", "recent_ticks",
+    "pending_reasons",
 ]
 
 
@@ -190,10 +191,9 @@ def upgrade():
         sa.Column("updated_at", TS, nullable=True),
         sa.UniqueConstraint("dag_run_id", "task_id", "map_index", name="task_instance_run_task_map"),
     )
-    # The queue_tis order: state first so one index serves the candidate scan on both dialects.
-    op.create_index("task_instance_queue_order", "task_instance",
-                    ["state", sa.text("priority_weight DESC"), "run_after", "map_index", "id"])
-    op.create_index("task_instance_state_pool", "task_instance", ["state", "pool"])
+    # Per-pool candidate pages of queue_tis (full pools are never read) and pool usage counts.
+    op.create_index("task_instance_queue_pool", "task_instance",
+                    ["state", "pool", sa.text("priority_weight DESC"), "run_after", "map_index", "id"])
     op.create_index("task_instance_claim", "task_instance", ["state", "queue"])
     op.create_index("task_instance_dag_task_state", "task_instance", ["dag_id", "task_id", "state"])
     op.create_index("task_instance_worker", "task_instance", ["worker_job_id", "state"])

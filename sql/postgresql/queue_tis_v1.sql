@@ -1,138 +1,140 @@
--- queue_tis_v1(max_tis, job_id, now, batch_factor): the critical section. Queue the TIs that
+-- queue_tis_v1(max_tis, job_id, now, page_factor): the critical section. Queue exactly the TIs
 -- the greedy rule of DESIGN section 5 picks, mark them `queued` and return them.
 --
--- The rule: walk the candidates (scheduled TIs of running runs of unpaused DAGs) in the order
--- priority_weight DESC, run_after, map_index, id; queue a TI iff queuing it keeps every limit
--- (pool slots summed by pool_slots with include_deferred and -1 = unlimited, the run's
--- max_active_tasks, the task's max_active_tis_per_dag and max_active_tis_per_dagrun, the
--- executor's parallelism); stop after max_tis. A TI stays scheduled only if a limit is full
--- for it, so nothing starves behind blocked work.
+-- THE RULE. Candidates are the scheduled TIs of running runs of unpaused DAGs, in the order
+-- priority_weight DESC, run_after, map_index, id. Walk them in that order and queue a TI iff
+-- queuing it keeps every limit (view limit_usage: pool slots summed by pool_slots with
+-- include_deferred, slots -1 = unlimited; the run's max_active_tasks; the task's
+-- max_active_tis_per_dag and max_active_tis_per_dagrun; the executor's parallelism); stop after
+-- max_tis. A TI stays scheduled only if some limit is really full for it: no starvation.
 --
--- How: candidates are taken in order, a prefix batch at a time, skipping those whose
--- pool/run/task/executor is already full. In each batch, window passes decide candidates:
---   accept  if the running demand of everything not rejected up to and including it fits
---           every limit (greedy can only have taken less, so greedy takes it too);
---   reject  if the demand of what is already accepted ahead of it plus its own does not fit
---           (greedy has at least that much taken, so greedy refuses it).
--- Each pass decides at least the first undecided candidate (everything ahead of it is
--- decided, so both bounds coincide), so the passes end, at exactly the greedy set.
+-- HOW, in batches that are prefixes of that order (greedy on a prefix does not depend on what
+-- comes after it, so deciding prefix after prefix is exact):
+--  1. Page: from every pool that still has room, read its next candidates in queue order
+--     through the index task_instance_queue_pool (state, pool, priority_weight DESC, run_after,
+--     map_index, id). Full pools are never read, however many TIs wait in them. A pool's page
+--     is about twice its free slots (each TI needs at least one slot).
+--  2. Cut: where a pool's page was full, candidates beyond its last row are unknown, so the
+--     batch ends at the earliest such last row (in queue order). The next batch starts after it.
+--  3. Prune candidates whose run, task or executor is already full or whose run/DAG is not
+--     eligible: greedy would refuse them anyway.
+--  4. Decide the batch with window passes. With running sums per partition in queue order:
+--       accept  if the demand of everything not rejected, up to and including it, fits every
+--               limit (greedy can only have taken less ahead of it, so greedy takes it);
+--       reject  if what is already accepted ahead of it plus its own demand does not fit
+--               (greedy has at least that much, so greedy refuses it).
+--     Each pass decides at least the first undecided candidate (everything ahead of it is
+--     decided, so both bounds coincide); passes repeat until all are decided.
+--  5. Charge the accepted demand to every partition and go on with the next batch until
+--     max_tis are taken or no pool has candidates left.
 --
--- Lock: the row scheduler_lock('queue_tis'), FOR UPDATE NOWAIT, held to commit. Only this
--- function turns a scheduled TI into a queued one (the only move that adds to a limit's
--- usage), so holding it makes the counts below exact. A caller that cannot take it gets
--- SQLSTATE 55P03 (lock_not_available) at once: the scheduler reports "busy" and goes on.
--- Invariant: no limit is exceeded; a TI is queued once (compare-and-set on 'scheduled').
--- Callers may assume: the returned TIs are queued and stamped (queued_by_job_id, queued_at).
+-- LOCK: the row scheduler_lock('queue_tis'), FOR UPDATE NOWAIT, held until commit. Only this
+-- function turns a scheduled TI into a queued one (the only move that adds to a limit's usage),
+-- so while it holds the lock the counts it read cannot grow. A caller that cannot take the lock
+-- gets SQLSTATE 55P03 (lock_not_available) at once; the scheduler reports "busy" and goes on.
+-- INVARIANT: no limit is exceeded; a TI is queued once (compare-and-set on 'scheduled').
+-- CALLERS MAY ASSUME: the returned TIs are queued and stamped (queued_by_job_id, queued_at), in
+-- queue order; nothing else changed.
 CREATE OR REPLACE FUNCTION queue_tis_v1(p_max_tis int, p_job_id bigint DEFAULT NULL,
-                                        p_now timestamptz DEFAULT NULL, p_batch_factor int DEFAULT 4)
+                                        p_now timestamptz DEFAULT NULL, p_page_factor int DEFAULT 2)
 RETURNS TABLE (ti_id bigint, dag_id text, run_id text, task_id text, map_index int,
                try_number int, pool text, queue text, executor text, priority_weight int)
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_now    timestamptz := coalesce(p_now, now());
-    v_left   int := p_max_tis;              -- how many more this call may queue
-    v_batch  int := greatest(64, least(p_max_tis * p_batch_factor, 10000));
-    v_got    int;
-    v_n      int;
+    v_now      timestamptz := coalesce(p_now, now());
+    v_left     int := p_max_tis;         -- how many more this call may queue
+    v_page_max int := greatest(64, least(p_max_tis * 4, 10000));
+    v_last     boolean := false;         -- the current batch reaches the end of every pool
+    v_n        int;
     v_accepted bigint[] := '{}';
-    -- keyset cursor over the candidate order
-    k_pw int := NULL; k_after timestamptz; k_map int; k_id bigint;
+    -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
+    k_pw int; k_after timestamptz; k_map int; k_id bigint;
 BEGIN
     PERFORM 1 FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE NOWAIT;
 
     IF to_regclass('pg_temp.qt_cap') IS NULL THEN
         -- Session-local scratch tables, emptied at commit; created once per connection.
-        CREATE TEMP TABLE qt_cap (kind char(1), key text, free int, PRIMARY KEY (kind, key)) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE qt_cap (kind text, key text, free int, PRIMARY KEY (kind, key)) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE qt_page (id bigint, pool text, priority_weight int, run_after timestamptz,
+                                   map_index int, pool_slots int, dag_run_id bigint, dag_id text,
+                                   task_id text, executor text, page int, n int, rn int) ON COMMIT DELETE ROWS;
         CREATE TEMP TABLE qt_cand (rank int PRIMARY KEY, id bigint, pool text, pool_slots int,
                                    dag_run_id bigint, dag_id text, task_id text, executor text,
                                    free_p int, free_r int, free_t int, free_m int, free_e int,
                                    status char(1)) ON COMMIT DELETE ROWS;
     END IF;
 
-    -- Free capacity of every limited partition (no row: unlimited). Counts read active TIs
-    -- only, which the limits themselves keep few.
-    INSERT INTO qt_cap
-    SELECT 'p', p.name, p.slots - coalesce(sum(ti.pool_slots), 0)
-    FROM pool p
-    LEFT JOIN task_instance ti ON ti.pool = p.name
-         AND (ti.state IN ('queued', 'running') OR (ti.state = 'deferred' AND p.include_deferred))
-    WHERE p.slots >= 0
-    GROUP BY p.name, p.slots;
+    -- Free capacity of every limited partition, read once (no row: unlimited).
+    INSERT INTO qt_cap SELECT u.kind, u.key, u.free FROM limit_usage u;
 
-    INSERT INTO qt_cap  -- max_active_tasks per run (queued + running TIs of the run)
-    SELECT 'r', r.id::text, d.max_active_tasks - count(ti.id)
-    FROM dag_run r
-    JOIN dag d ON d.dag_id = r.dag_id AND d.max_active_tasks IS NOT NULL
-    LEFT JOIN task_instance ti ON ti.dag_run_id = r.id AND ti.state IN ('queued', 'running')
-    WHERE r.state = 'running'
-    GROUP BY r.id, d.max_active_tasks;
-
-    INSERT INTO qt_cap  -- max_active_tis_per_dag per task, across runs
-    SELECT 't', t.dag_id || '.' || t.task_id, t.max_active_tis_per_dag - count(ti.id)
-    FROM task t
-    LEFT JOIN task_instance ti ON ti.dag_id = t.dag_id AND ti.task_id = t.task_id
-         AND ti.state IN ('queued', 'running')
-    WHERE t.max_active_tis_per_dag IS NOT NULL
-    GROUP BY t.dag_id, t.task_id, t.max_active_tis_per_dag;
-
-    INSERT INTO qt_cap  -- max_active_tis_per_dagrun per (run, task)
-    SELECT 'm', r.id || '.' || t.task_id, t.max_active_tis_per_dagrun - count(ti.id)
-    FROM task t
-    JOIN dag_run r ON r.dag_id = t.dag_id AND r.state = 'running'
-    LEFT JOIN task_instance ti ON ti.dag_run_id = r.id AND ti.task_id = t.task_id
-         AND ti.state IN ('queued', 'running')
-    WHERE t.max_active_tis_per_dagrun IS NOT NULL
-    GROUP BY r.id, t.task_id, t.max_active_tis_per_dagrun;
-
-    INSERT INTO qt_cap  -- executor parallelism
-    SELECT 'e', e.name, e.parallelism - count(ti.id)
-    FROM executor e
-    LEFT JOIN task_instance ti ON ti.executor = e.name AND ti.state IN ('queued', 'running')
-    WHERE e.parallelism IS NOT NULL
-    GROUP BY e.name, e.parallelism;
-
-    WHILE v_left > 0 LOOP
-        -- The next prefix of candidates, skipping those whose partitions are already full.
-        INSERT INTO qt_cand
-        SELECT row_number() OVER (ORDER BY c.priority_weight DESC, c.run_after, c.map_index, c.id),
-               c.id, c.pool, c.pool_slots, c.dag_run_id, c.dag_id, c.task_id, c.executor,
-               c.free_p, c.free_r, c.free_t, c.free_m, c.free_e, 'u'
+    WHILE v_left > 0 AND NOT v_last LOOP
+        -- 1. A page per pool with room.
+        INSERT INTO qt_page
+        SELECT x.*
         FROM (
-            SELECT ti.id, ti.priority_weight, ti.run_after, ti.map_index, ti.pool, ti.pool_slots,
-                   ti.dag_run_id, ti.dag_id, ti.task_id, ti.executor,
-                   kp.free AS free_p, kr.free AS free_r, kt.free AS free_t, km.free AS free_m, ke.free AS free_e
-            FROM task_instance ti
-            JOIN dag_run r ON r.id = ti.dag_run_id AND r.state = 'running'
-            JOIN dag d ON d.dag_id = ti.dag_id AND NOT d.is_paused
-            LEFT JOIN qt_cap kp ON kp.kind = 'p' AND kp.key = ti.pool
-            LEFT JOIN qt_cap kr ON kr.kind = 'r' AND kr.key = ti.dag_run_id::text
-            LEFT JOIN qt_cap kt ON kt.kind = 't' AND kt.key = ti.dag_id || '.' || ti.task_id
-            LEFT JOIN qt_cap km ON km.kind = 'm' AND km.key = ti.dag_run_id || '.' || ti.task_id
-            LEFT JOIN qt_cap ke ON ke.kind = 'e' AND ke.key = ti.executor
-            WHERE ti.state = 'scheduled'
-              AND (k_pw IS NULL
-                   OR ti.priority_weight < k_pw
-                   OR (ti.priority_weight = k_pw AND (ti.run_after, ti.map_index, ti.id) > (k_after, k_map, k_id)))
-              AND (kp.free IS NULL OR kp.free >= ti.pool_slots)
-              AND (kr.free IS NULL OR kr.free >= 1)
-              AND (kt.free IS NULL OR kt.free >= 1)
-              AND (km.free IS NULL OR km.free >= 1)
-              AND (ke.free IS NULL OR ke.free >= 1)
-            ORDER BY ti.priority_weight DESC, ti.run_after, ti.map_index, ti.id
-            LIMIT v_batch
-        ) c;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
-        EXIT WHEN v_got = 0;
+            SELECT p.name,
+                   CASE WHEN k.free IS NULL THEN v_page_max
+                        ELSE least(v_page_max, p_page_factor * k.free + 8) END AS page,
+                   k.free
+            FROM pool p
+            LEFT JOIN qt_cap k ON k.kind = 'pool' AND k.key = p.name
+            WHERE p.slots < 0 OR k.free >= 1
+        ) op
+        CROSS JOIN LATERAL (
+            SELECT y.*, op.page, count(*) OVER () AS n, row_number() OVER () AS rn
+            FROM (
+                SELECT ti.id, ti.pool, ti.priority_weight, ti.run_after, ti.map_index, ti.pool_slots,
+                       ti.dag_run_id, ti.dag_id, ti.task_id, ti.executor
+                FROM task_instance ti
+                WHERE ti.state = 'scheduled' AND ti.pool = op.name
+                  AND (k_pw IS NULL
+                       OR ti.priority_weight < k_pw
+                       OR (ti.priority_weight = k_pw AND (ti.run_after, ti.map_index, ti.id) > (k_after, k_map, k_id)))
+                ORDER BY ti.priority_weight DESC, ti.run_after, ti.map_index, ti.id
+                LIMIT op.page
+            ) y
+        ) x;
 
-        SELECT ti.priority_weight, ti.run_after, ti.map_index, ti.id INTO k_pw, k_after, k_map, k_id
-        FROM qt_cand c JOIN task_instance ti ON ti.id = c.id ORDER BY c.rank DESC LIMIT 1;
+        -- 2. Cut at the earliest last row of a full page.
+        SELECT g.priority_weight, g.run_after, g.map_index, g.id INTO k_pw, k_after, k_map, k_id
+        FROM qt_page g WHERE g.n = g.page AND g.rn = g.n
+        ORDER BY g.priority_weight DESC, g.run_after, g.map_index, g.id
+        LIMIT 1;
+        IF NOT FOUND THEN
+            v_last := true;   -- every open pool was read to its end
+        ELSE
+            DELETE FROM qt_page g
+            WHERE g.priority_weight < k_pw
+               OR (g.priority_weight = k_pw AND (g.run_after, g.map_index, g.id) > (k_after, k_map, k_id));
+        END IF;
 
-        -- Window passes until every candidate of the batch is accepted ('a') or rejected ('r').
-        LOOP
+        -- 3. Prune what greedy would refuse anyway; rank the rest in queue order.
+        INSERT INTO qt_cand
+        SELECT row_number() OVER (ORDER BY g.priority_weight DESC, g.run_after, g.map_index, g.id),
+               g.id, g.pool, g.pool_slots, g.dag_run_id, g.dag_id, g.task_id, g.executor,
+               kp.free, kr.free, kt.free, km.free, ke.free, 'u'
+        FROM qt_page g
+        JOIN dag_run r ON r.id = g.dag_run_id AND r.state = 'running'
+        JOIN dag d ON d.dag_id = g.dag_id AND NOT d.is_paused
+        LEFT JOIN qt_cap kp ON kp.kind = 'pool' AND kp.key = g.pool
+        LEFT JOIN qt_cap kr ON kr.kind = 'run' AND kr.key = g.dag_run_id::text
+        LEFT JOIN qt_cap kt ON kt.kind = 'task' AND kt.key = g.dag_id || '.' || g.task_id
+        LEFT JOIN qt_cap km ON km.kind = 'task_run' AND km.key = g.dag_run_id || '.' || g.task_id
+        LEFT JOIN qt_cap ke ON ke.kind = 'executor' AND ke.key = g.executor
+        WHERE (kp.free IS NULL OR kp.free >= g.pool_slots)
+          AND (kr.free IS NULL OR kr.free >= 1)
+          AND (kt.free IS NULL OR kt.free >= 1)
+          AND (km.free IS NULL OR km.free >= 1)
+          AND (ke.free IS NULL OR ke.free >= 1);
+        DELETE FROM qt_page;
+
+        -- 4. Window passes until every candidate is accepted ('a') or rejected ('r').
+        WHILE EXISTS (SELECT 1 FROM qt_cand c WHERE c.status = 'u') LOOP
             WITH w AS (
                 SELECT c.id, c.status, c.pool_slots, c.free_p, c.free_r, c.free_t, c.free_m, c.free_e,
-                       sum(c.pool_slots) OVER wp AS p_all, coalesce(sum(c.pool_slots) FILTER (WHERE c.status = 'a') OVER wp, 0) AS p_acc,
+                       sum(c.pool_slots) OVER wp AS p_all,
+                       coalesce(sum(c.pool_slots) FILTER (WHERE c.status = 'a') OVER wp, 0) AS p_acc,
                        count(*) OVER wr AS r_all, count(*) FILTER (WHERE c.status = 'a') OVER wr AS r_acc,
                        count(*) OVER wt AS t_all, count(*) FILTER (WHERE c.status = 'a') OVER wt AS t_acc,
                        count(*) OVER wm AS m_all, count(*) FILTER (WHERE c.status = 'a') OVER wm AS m_acc,
@@ -164,17 +166,21 @@ BEGIN
             )
             UPDATE qt_cand c SET status = d.status FROM decided d
             WHERE c.id = d.id AND d.status IS NOT NULL;
-            EXIT WHEN NOT EXISTS (SELECT 1 FROM qt_cand c WHERE c.status = 'u');
         END LOOP;
 
-        -- What this batch took now counts against every partition for the next batch.
+        -- 5. Charge what this batch took to every partition.
         UPDATE qt_cap k SET free = k.free - u.used
         FROM (
-            SELECT 'p' AS kind, c.pool AS key, sum(c.pool_slots)::int AS used FROM qt_cand c WHERE c.status = 'a' GROUP BY c.pool
-            UNION ALL SELECT 'r', c.dag_run_id::text, count(*) FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_run_id
-            UNION ALL SELECT 't', c.dag_id || '.' || c.task_id, count(*) FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_id, c.task_id
-            UNION ALL SELECT 'm', c.dag_run_id || '.' || c.task_id, count(*) FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_run_id, c.task_id
-            UNION ALL SELECT 'e', c.executor, count(*) FROM qt_cand c WHERE c.status = 'a' GROUP BY c.executor
+            SELECT 'pool' AS kind, c.pool AS key, sum(c.pool_slots)::int AS used
+            FROM qt_cand c WHERE c.status = 'a' GROUP BY c.pool
+            UNION ALL SELECT 'run', c.dag_run_id::text, count(*)
+            FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_run_id
+            UNION ALL SELECT 'task', c.dag_id || '.' || c.task_id, count(*)
+            FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_id, c.task_id
+            UNION ALL SELECT 'task_run', c.dag_run_id || '.' || c.task_id, count(*)
+            FROM qt_cand c WHERE c.status = 'a' GROUP BY c.dag_run_id, c.task_id
+            UNION ALL SELECT 'executor', c.executor, count(*)
+            FROM qt_cand c WHERE c.status = 'a' GROUP BY c.executor
         ) u
         WHERE k.kind = u.kind AND k.key = u.key;
 
@@ -183,14 +189,19 @@ BEGIN
         FROM qt_cand c WHERE c.status = 'a';
         v_left := v_left - v_n;
         DELETE FROM qt_cand;
-        EXIT WHEN v_got < v_batch;  -- no candidates beyond this batch
     END LOOP;
 
     RETURN QUERY
-    UPDATE task_instance ti
-    SET state = 'queued', queued_at = v_now, queued_by_job_id = p_job_id, updated_at = v_now
-    WHERE ti.id = ANY (v_accepted) AND ti.state = 'scheduled'
-    RETURNING ti.id, ti.dag_id::text, ti.run_id::text, ti.task_id::text, ti.map_index, ti.try_number,
-              ti.pool::text, ti.queue::text, ti.executor::text, ti.priority_weight;
+    WITH queued AS (
+        UPDATE task_instance ti
+        SET state = 'queued', queued_at = v_now, queued_by_job_id = p_job_id, updated_at = v_now
+        WHERE ti.id = ANY (v_accepted) AND ti.state = 'scheduled'
+        RETURNING ti.id, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number,
+                  ti.pool, ti.queue, ti.executor, ti.priority_weight, ti.run_after
+    )
+    SELECT q.id, q.dag_id, q.run_id, q.task_id, q.map_index, q.try_number, q.pool, q.queue, q.executor,
+           q.priority_weight
+    FROM queued q
+    ORDER BY q.priority_weight DESC, q.run_after, q.map_index, q.id;
 END;
 $$;
