@@ -89,10 +89,20 @@ def install_one(conn, name: str, revision: str) -> None:
     dialect = dialect_of(conn)
     text = object_file(dialect, name).read_text()
     kind = object_kind(dialect, name, text)
-    if dialect == "mysql" or kind == "view":
-        # MySQL has no CREATE OR REPLACE FUNCTION; a view may change its columns.
-        conn.execute(sa.text(_drop_sql(kind, name)))
-    _execute_script(conn, text)
+    if dialect == "mysql" and kind != "view":
+        conn.execute(sa.text(_drop_sql(kind, name)))  # MySQL has no CREATE OR REPLACE FUNCTION
+    if kind == "view":
+        # Replace in place so views built on this one survive; when the columns changed
+        # incompatibly, drop it with its dependents (repair() reinstalls those).
+        replace = re.sub(r"^(\s*(?:--[^\n]*\n\s*)*)CREATE\s+VIEW", r"\1CREATE OR REPLACE VIEW", text, count=1, flags=re.I)
+        try:
+            with conn.begin_nested():
+                _execute_script(conn, replace)
+        except sa.exc.DBAPIError:
+            conn.execute(sa.text(_drop_sql(kind, name) + " CASCADE"))
+            _execute_script(conn, text)
+    else:
+        _execute_script(conn, text)
     conn.execute(sa.text("DELETE FROM procedure_version WHERE name = :n"), {"n": name})
     conn.execute(
         sa.text("INSERT INTO procedure_version (name, kind, file_checksum, db_checksum, revision) "
@@ -158,10 +168,15 @@ def check(conn) -> list[Finding]:
 
 
 def repair(conn) -> list[str]:
-    """Reinstall every object :func:`check` does not report ok; returns their names."""
-    fixed = []
-    for f in check(conn):
-        if f.status != "ok":
-            install_one(conn, f.name, "repair")
-            fixed.append(f.name)
+    """Reinstall every object :func:`check` does not report ok; returns their names.
+    Repeats while something is left to do, since replacing a view may drop its dependents."""
+    fixed: list[str] = []
+    for _ in range(3):
+        todo = [f.name for f in check(conn) if f.status != "ok"]
+        if not todo:
+            break
+        for name in todo:
+            install_one(conn, name, "repair")
+            if name not in fixed:
+                fixed.append(name)
     return fixed

@@ -23,8 +23,10 @@
 --               limit (greedy can only have taken less ahead of it, so greedy takes it);
 --       reject  if what is already accepted ahead of it plus its own demand does not fit
 --               (greedy has at least that much, so greedy refuses it).
---     Each pass decides at least the first undecided candidate (everything ahead of it is
---     decided, so both bounds coincide); passes repeat until all are decided.
+--     Each accept+reject round decides at least the first undecided candidate (everything
+--     ahead of it is decided, so both bounds coincide). Rounds stop once the first max_tis
+--     accepted are settled: greedy with a limit of n takes the first n of what greedy without
+--     a limit takes, so max_tis is applied last, as a cut.
 --  5. Charge the accepted demand to every partition and go on with the next batch until
 --     max_tis are taken or no pool has candidates left.
 --
@@ -47,6 +49,7 @@ DECLARE
     v_page_max int := greatest(64, least(p_max_tis * 4, 10000));
     v_last     boolean := false;         -- the current batch reaches the end of every pool
     v_n        int;
+    v_first_open int;                    -- rank of the first undecided candidate of the batch
     v_accepted bigint[] := '{}';
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     k_pw int; k_after timestamptz; k_map int; k_id bigint;
@@ -59,8 +62,11 @@ BEGIN
         CREATE TEMP TABLE qt_page (id bigint, pool text, priority_weight int, run_after timestamptz,
                                    map_index int, pool_slots int, dag_run_id bigint, dag_id text,
                                    task_id text, executor text, page int, n int, rn int) ON COMMIT DELETE ROWS;
+        -- pk, tk, mk, ek number the pool, task, (run, task) and executor partitions of a batch:
+        -- the window passes sort on small integers instead of names.
         CREATE TEMP TABLE qt_cand (rank int PRIMARY KEY, id bigint, pool text, pool_slots int,
                                    dag_run_id bigint, dag_id text, task_id text, executor text,
+                                   pk int, tk int, mk int, ek int,
                                    free_p int, free_r int, free_t int, free_m int, free_e int,
                                    status char(1)) ON COMMIT DELETE ROWS;
     END IF;
@@ -113,6 +119,8 @@ BEGIN
         INSERT INTO qt_cand
         SELECT row_number() OVER (ORDER BY g.priority_weight DESC, g.run_after, g.map_index, g.id),
                g.id, g.pool, g.pool_slots, g.dag_run_id, g.dag_id, g.task_id, g.executor,
+               dense_rank() OVER (ORDER BY g.pool), dense_rank() OVER (ORDER BY g.dag_id, g.task_id),
+               dense_rank() OVER (ORDER BY g.dag_run_id, g.task_id), dense_rank() OVER (ORDER BY g.executor),
                kp.free, kr.free, kt.free, km.free, ke.free, 'u'
         FROM qt_page g
         JOIN dag_run r ON r.id = g.dag_run_id AND r.state = 'running'
@@ -129,44 +137,56 @@ BEGIN
           AND (ke.free IS NULL OR ke.free >= 1);
         DELETE FROM qt_page;
 
-        -- 4. Window passes until every candidate is accepted ('a') or rejected ('r').
-        WHILE EXISTS (SELECT 1 FROM qt_cand c WHERE c.status = 'u') LOOP
+        -- 4. Passes until the first v_left accepted are known (max_tis aside, see below).
+        LOOP
+            -- Accept: the running demand of everything not rejected fits every limit.
             WITH w AS (
                 SELECT c.id, c.status, c.pool_slots, c.free_p, c.free_r, c.free_t, c.free_m, c.free_e,
-                       sum(c.pool_slots) OVER wp AS p_all,
-                       coalesce(sum(c.pool_slots) FILTER (WHERE c.status = 'a') OVER wp, 0) AS p_acc,
-                       count(*) OVER wr AS r_all, count(*) FILTER (WHERE c.status = 'a') OVER wr AS r_acc,
-                       count(*) OVER wt AS t_all, count(*) FILTER (WHERE c.status = 'a') OVER wt AS t_acc,
-                       count(*) OVER wm AS m_all, count(*) FILTER (WHERE c.status = 'a') OVER wm AS m_acc,
-                       count(*) OVER we AS e_all, count(*) FILTER (WHERE c.status = 'a') OVER we AS e_acc,
-                       count(*) OVER wg AS g_all, count(*) FILTER (WHERE c.status = 'a') OVER wg AS g_acc
+                       sum(c.pool_slots) OVER wp AS p_sum, count(*) OVER wr AS r_sum, count(*) OVER wt AS t_sum,
+                       count(*) OVER wm AS m_sum, count(*) OVER we AS e_sum
                 FROM qt_cand c
                 WHERE c.status <> 'r'   -- a rejected candidate uses nothing
-                WINDOW wp AS (PARTITION BY c.pool ORDER BY c.rank),
-                       wr AS (PARTITION BY c.dag_run_id ORDER BY c.rank),
-                       wt AS (PARTITION BY c.dag_id, c.task_id ORDER BY c.rank),
-                       wm AS (PARTITION BY c.dag_run_id, c.task_id ORDER BY c.rank),
-                       we AS (PARTITION BY c.executor ORDER BY c.rank),
-                       wg AS (ORDER BY c.rank)
-            ), decided AS (
-                SELECT w.id,
-                       CASE
-                           WHEN (w.free_p IS NULL OR w.p_all <= w.free_p)
-                            AND (w.free_r IS NULL OR w.r_all <= w.free_r)
-                            AND (w.free_t IS NULL OR w.t_all <= w.free_t)
-                            AND (w.free_m IS NULL OR w.m_all <= w.free_m)
-                            AND (w.free_e IS NULL OR w.e_all <= w.free_e)
-                            AND w.g_all <= v_left THEN 'a'
-                           WHEN w.p_acc + w.pool_slots > w.free_p
-                             OR w.r_acc + 1 > w.free_r OR w.t_acc + 1 > w.free_t
-                             OR w.m_acc + 1 > w.free_m OR w.e_acc + 1 > w.free_e
-                             OR w.g_acc + 1 > v_left THEN 'r'
-                       END AS status
-                FROM w WHERE w.status = 'u'
+                WINDOW wp AS (PARTITION BY c.pk ORDER BY c.rank), wr AS (PARTITION BY c.dag_run_id ORDER BY c.rank),
+                       wt AS (PARTITION BY c.tk ORDER BY c.rank), wm AS (PARTITION BY c.mk ORDER BY c.rank),
+                       we AS (PARTITION BY c.ek ORDER BY c.rank)
             )
-            UPDATE qt_cand c SET status = d.status FROM decided d
-            WHERE c.id = d.id AND d.status IS NOT NULL;
+            UPDATE qt_cand c SET status = 'a' FROM w
+            WHERE c.id = w.id AND w.status = 'u'
+              AND (w.free_p IS NULL OR w.p_sum <= w.free_p) AND (w.free_r IS NULL OR w.r_sum <= w.free_r)
+              AND (w.free_t IS NULL OR w.t_sum <= w.free_t) AND (w.free_m IS NULL OR w.m_sum <= w.free_m)
+              AND (w.free_e IS NULL OR w.e_sum <= w.free_e);
+
+            -- Reject: what is accepted ahead (including just now) plus its own demand does not fit.
+            WITH w AS (
+                SELECT c.id, c.status, c.pool_slots, c.free_p, c.free_r, c.free_t, c.free_m, c.free_e,
+                       coalesce(sum(c.pool_slots) FILTER (WHERE c.status = 'a') OVER wp, 0) AS p_acc,
+                       count(*) FILTER (WHERE c.status = 'a') OVER wr AS r_acc,
+                       count(*) FILTER (WHERE c.status = 'a') OVER wt AS t_acc,
+                       count(*) FILTER (WHERE c.status = 'a') OVER wm AS m_acc,
+                       count(*) FILTER (WHERE c.status = 'a') OVER we AS e_acc
+                FROM qt_cand c
+                WHERE c.status <> 'r'
+                WINDOW wp AS (PARTITION BY c.pk ORDER BY c.rank), wr AS (PARTITION BY c.dag_run_id ORDER BY c.rank),
+                       wt AS (PARTITION BY c.tk ORDER BY c.rank), wm AS (PARTITION BY c.mk ORDER BY c.rank),
+                       we AS (PARTITION BY c.ek ORDER BY c.rank)
+            )
+            UPDATE qt_cand c SET status = 'r' FROM w
+            WHERE c.id = w.id AND w.status = 'u'
+              AND (w.p_acc + w.pool_slots > w.free_p OR w.r_acc + 1 > w.free_r OR w.t_acc + 1 > w.free_t
+                   OR w.m_acc + 1 > w.free_m OR w.e_acc + 1 > w.free_e);
+
+            -- Done when everything ahead of the first undecided candidate is decided and holds
+            -- v_left accepted: what comes after cannot be among the first v_left.
+            SELECT min(c.rank) INTO v_first_open FROM qt_cand c WHERE c.status = 'u';
+            EXIT WHEN v_first_open IS NULL
+                   OR (SELECT count(*) FROM qt_cand c WHERE c.status = 'a' AND c.rank < v_first_open) >= v_left;
         END LOOP;
+
+        -- max_tis: greedy with a limit of n takes the first n of what greedy without it takes,
+        -- so the passes ignore it; only the first v_left accepted are kept.
+        UPDATE qt_cand c SET status = 'x'
+        FROM (SELECT c2.rank FROM qt_cand c2 WHERE c2.status = 'a' ORDER BY c2.rank OFFSET v_left) extra
+        WHERE c.rank = extra.rank;
 
         -- 5. Charge what this batch took to every partition.
         UPDATE qt_cap k SET free = k.free - u.used

@@ -1,0 +1,192 @@
+"""Benchmark of the critical section (queue_tis_v1).
+
+    python loadtests/bench_queue.py [--database-url URL] [--sizes 10000,100000,1000000]
+
+For each backlog size: N scheduled TIs over 1,000 running dag runs (50 DAGs) and 20 pools,
+mixed priorities, every limit in play (pool slots with pool_slots 1-3 and include_deferred,
+max_active_tasks, max_active_tis_per_dag, max_active_tis_per_dagrun on mapped tasks,
+executor parallelism). It measures
+  * latency of one call at max_tis=512 with the backlog held steady (p50, p99);
+  * drain throughput: call after call, every queued TI completes before the next call, so
+    capacity frees; TIs queued per second of queue_tis time and of wall time (30 s at most);
+  * the two Airflow starvation cases: calls until the runnable work is queued.
+Writes loadtests/results/bench_queue.json and prints a table. Without --database-url it uses
+a throw-away embedded PostgreSQL.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine import db, migrate  # noqa: E402
+
+RUNS, DAGS, POOLS, TASKS = 1000, 50, 20, 20
+
+SETUP = """
+TRUNCATE task_instance, task_instance_history, dag_run, task_dependency, task, dag, pool, executor
+    RESTART IDENTITY CASCADE;
+INSERT INTO executor (name, parallelism) VALUES ('default', 2000);
+INSERT INTO pool (name, slots, include_deferred)
+SELECT 'pool' || g, 40 + 10 * mod(g, 5), mod(g, 4) = 0 FROM generate_series(0, {pools} - 1) g;
+INSERT INTO pool (name, slots) VALUES ('default_pool', 128);
+INSERT INTO dag (dag_id, fileloc, max_active_tasks)
+SELECT 'dag' || g, 'bench', 16 FROM generate_series(0, {dags} - 1) g;
+INSERT INTO task (dag_id, task_id, kind, bash_command, pool, pool_slots, max_active_tis_per_dag,
+                  max_active_tis_per_dagrun)
+SELECT 'dag' || d, 't' || t, 'bash', 'true', 'pool' || mod(d * {tasks} + t, {pools}), 1 + (mod(t, 7) = 0)::int,
+       CASE WHEN mod(t, 5) = 1 THEN 30 END, CASE WHEN mod(t, 5) = 2 THEN 3 END
+FROM generate_series(0, {dags} - 1) d, generate_series(0, {tasks} - 1) t;
+INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+SELECT 'dag' || mod(g, {dags}), 'run' || g, 'manual', 'running',
+       timestamptz '2026-01-01' + g * interval '1 minute', now()
+FROM generate_series(0, {runs} - 1) g;
+INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                           pool_slots, queue, executor, run_after)
+SELECT r.id, r.dag_id, r.run_id, t.task_id, i / ({runs} * {tasks}), 'scheduled', 1 + (hashtext(t.task_id || r.dag_id) & 7),
+       t.pool, t.pool_slots, 'default', 'default', r.run_after
+FROM generate_series(0, {n} - 1) i
+JOIN dag_run r ON r.id = 1 + mod(i, {runs})
+JOIN task t ON t.dag_id = r.dag_id AND t.task_id = 't' || mod(i / {runs}, {tasks});
+ANALYZE;
+"""
+
+QUEUE = sa.text("SELECT ti_id FROM queue_tis_v1(:m)")
+
+
+def call(eng, max_tis: int) -> tuple[list[int], float]:
+    t0 = time.perf_counter()
+    with eng.begin() as c:
+        ids = [r[0] for r in c.execute(QUEUE, {"m": max_tis})]
+    return ids, time.perf_counter() - t0
+
+
+def setup(eng, n: int) -> float:
+    t0 = time.perf_counter()
+    with eng.begin() as c:
+        c.exec_driver_sql(SETUP.format(pools=POOLS, dags=DAGS, tasks=TASKS, runs=RUNS, n=n))
+    return time.perf_counter() - t0
+
+
+def latency(eng, n: int, calls: int) -> dict:
+    """Backlog held at n: what a call queues is put back to scheduled afterwards."""
+    times = []
+    for _ in range(calls):
+        ids, dt = call(eng, 512)
+        times.append(dt)
+        with eng.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', queued_at = NULL WHERE id = ANY(:ids)"),
+                      {"ids": ids})
+    times.sort()
+    return {"calls": calls, "queued_per_call": len(ids), "p50_ms": round(statistics.median(times) * 1000, 1),
+            "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1)}
+
+
+def drain(eng, seconds: float) -> dict:
+    queued = 0
+    in_calls = 0.0
+    start = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - start < seconds:
+        ids, dt = call(eng, 512)
+        calls += 1
+        in_calls += dt
+        queued += len(ids)
+        if not ids:
+            break
+        with eng.begin() as c:  # the emulated workers finish everything at once
+            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = ANY(:ids)"), {"ids": ids})
+    wall = time.perf_counter() - start
+    return {"calls": calls, "queued": queued, "tis_per_s_in_queue_tis": round(queued / in_calls),
+            "tis_per_s_wall": round(queued / wall), "seconds": round(wall, 1)}
+
+
+def starvation(eng) -> dict:
+    out = {}
+    with eng.begin() as c:
+        c.exec_driver_sql(SETUP.format(pools=2, dags=1, tasks=1, runs=1, n=0))
+        c.exec_driver_sql("""
+            UPDATE pool SET slots = 20, include_deferred = false WHERE name IN ('pool0', 'pool1');
+            UPDATE dag SET max_active_tasks = NULL;
+            INSERT INTO task (dag_id, task_id, kind, pool) VALUES ('dag0', 'a', 'bash', 'pool0'), ('dag0', 'b', 'bash', 'pool1');
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT 1, 'dag0', 'run0', 'a', g, CASE WHEN g < 19 THEN 'running' ELSE 'scheduled' END, 2, 'pool0', 1,
+                   'default', 'default', now() FROM generate_series(0, 1018) g;
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT 1, 'dag0', 'run0', 'b', g, 'scheduled', 1, 'pool1', 1, 'default', 'default', now()
+            FROM generate_series(0, 99) g;
+            ANALYZE;""")
+    ids, dt = call(eng, 32)
+    with eng.connect() as c:
+        by_pool = dict(c.execute(sa.text("SELECT pool, count(*) FROM task_instance WHERE state = 'queued' GROUP BY pool")).all())
+    out["airflow_45636"] = {"calls": 1, "queued_pool_a": by_pool.get("pool0", 0), "queued_pool_b": by_pool.get("pool1", 0),
+                            "ms": round(dt * 1000, 1)}
+    with eng.begin() as c:
+        c.exec_driver_sql(SETUP.format(pools=1, dags=4, tasks=1, runs=4, n=0))
+        c.exec_driver_sql("""
+            UPDATE pool SET slots = 1000; UPDATE executor SET parallelism = NULL;
+            UPDATE dag SET max_active_tasks = CASE WHEN dag_id = 'dag0' THEN 1 END;
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT r.id, r.dag_id, r.run_id, 't0', g, 'scheduled', CASE WHEN r.dag_id = 'dag0' THEN 10 ELSE 1 END,
+                   'pool0', 1, 'default', 'default', r.run_after
+            FROM dag_run r, generate_series(0, 199) g;
+            ANALYZE;""")
+    ids, dt = call(eng, 64)
+    with eng.connect() as c:
+        by_dag = dict(c.execute(sa.text("SELECT dag_id = 'dag0', count(*) FROM task_instance WHERE state = 'queued' GROUP BY 1")).all())
+    out["airflow_18131"] = {"calls": 1, "queued_dag_a": by_dag.get(True, 0), "queued_others": by_dag.get(False, 0),
+                            "ms": round(dt * 1000, 1)}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--database-url", help="a PostgreSQL database to use (its engine tables are emptied!)")
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--latency-calls", type=int, default=50)
+    ap.add_argument("--drain-seconds", type=float, default=30)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_queue.json"))
+    args = ap.parse_args()
+    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")), announce=False)
+    eng = db.make_engine(url)
+    migrate.upgrade(eng)
+    with eng.connect() as c:
+        server = c.execute(sa.text("SHOW server_version")).scalar()
+    results = {"server": f"PostgreSQL {server}", "sizes": {}}
+    for n in [int(s) for s in args.sizes.split(",")]:
+        load_s = setup(eng, n)
+        lat = latency(eng, n, args.latency_calls)
+        dr = drain(eng, args.drain_seconds)
+        results["sizes"][n] = {"load_s": round(load_s, 1), "latency": lat, "drain": dr}
+        print(f"backlog {n:>9,}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms per call of 512; "
+              f"drain {dr['tis_per_s_in_queue_tis']:,} TIs/s in queue_tis ({dr['tis_per_s_wall']:,}/s wall)", flush=True)
+    results["starvation"] = starvation(eng)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print()
+    print(f"{'backlog':>10} | {'p50 ms':>7} | {'p99 ms':>7} | {'drain TIs/s (queue_tis)':>24} | {'drain TIs/s (wall)':>18}")
+    for n, r in results["sizes"].items():
+        print(f"{n:>10,} | {r['latency']['p50_ms']:>7} | {r['latency']['p99_ms']:>7} | "
+              f"{r['drain']['tis_per_s_in_queue_tis']:>24,} | {r['drain']['tis_per_s_wall']:>18,}")
+    s = results["starvation"]
+    print(f"Airflow 45636: one call queued {s['airflow_45636']['queued_pool_a']} of pool A, "
+          f"{s['airflow_45636']['queued_pool_b']} of pool B ({s['airflow_45636']['ms']} ms)")
+    print(f"Airflow 18131: one call queued {s['airflow_18131']['queued_dag_a']} of dag_a, "
+          f"{s['airflow_18131']['queued_others']} of the others ({s['airflow_18131']['ms']} ms)")
+    print(f"results: {args.out} ({results['server']})")
+    eng.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
