@@ -13,7 +13,8 @@
 --  1. Page: from every pool that still has room, read its next candidates in queue order
 --     through the index task_instance_queue_pool (state, pool, priority_weight DESC, run_after,
 --     map_index, id). Full pools are never read, however many TIs wait in them. A pool's page
---     is about twice its free slots (each TI needs at least one slot).
+--     is about twice its free slots (each TI needs at least one slot) and doubles with every
+--     further batch of the same call, when pruned or rejected candidates ate the page.
 --  2. Cut: where a pool's page was full, candidates beyond its last row are unknown, so the
 --     batch ends at the earliest such last row (in queue order). The next batch starts after it.
 --  3. Prune candidates whose run, task or executor is already full or whose run/DAG is not
@@ -50,6 +51,7 @@ DECLARE
     v_last     boolean := false;         -- the current batch reaches the end of every pool
     v_n        int;
     v_first_open int;                    -- rank of the first undecided candidate of the batch
+    v_factor   int := p_page_factor;     -- page rows per free slot; doubles batch after batch
     v_accepted bigint[] := '{}';
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     k_pw int; k_after timestamptz; k_map int; k_id bigint;
@@ -81,7 +83,7 @@ BEGIN
         FROM (
             SELECT p.name,
                    CASE WHEN k.free IS NULL THEN v_page_max
-                        ELSE least(v_page_max, p_page_factor * k.free + 8) END AS page,
+                        ELSE least(v_page_max, v_factor * k.free + 8) END AS page,
                    k.free
             FROM pool p
             LEFT JOIN qt_cap k ON k.kind = 'pool' AND k.key = p.name
@@ -209,6 +211,8 @@ BEGIN
         FROM qt_cand c WHERE c.status = 'a';
         v_left := v_left - v_n;
         DELETE FROM qt_cand;
+        -- Another batch means pruning or rejections ate this one: read deeper next time.
+        v_factor := least(v_factor * 2, 256);
     END LOOP;
 
     RETURN QUERY
