@@ -56,7 +56,15 @@ DECLARE
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     k_pw int; k_after timestamptz; k_map int; k_id bigint;
 BEGIN
+    -- The counts below must see what other transactions committed up to the moment the lock
+    -- is taken; a REPEATABLE READ snapshot would be older than the lock.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'queue_tis_v1 needs READ COMMITTED isolation, not %', current_setting('transaction_isolation');
+    END IF;
     PERFORM 1 FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE NOWAIT;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'scheduler_lock row queue_tis is missing; run `engine db upgrade`';
+    END IF;
 
     IF to_regclass('pg_temp.qt_cap') IS NULL THEN
         -- Session-local scratch tables, emptied at commit; created once per connection.
@@ -72,6 +80,9 @@ BEGIN
                                    free_p int, free_r int, free_t int, free_m int, free_e int,
                                    status char(1)) ON COMMIT DELETE ROWS;
     END IF;
+
+    -- A second call in the same transaction finds the scratch tables still filled.
+    DELETE FROM qt_cap; DELETE FROM qt_page; DELETE FROM qt_cand;
 
     -- Free capacity of every limited partition, read once (no row: unlimited).
     INSERT INTO qt_cap SELECT u.kind, u.key, u.free FROM limit_usage u;

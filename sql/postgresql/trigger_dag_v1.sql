@@ -15,13 +15,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown DAG %: not synced or no longer in the DAG files; see `engine dags list`', quote_literal(p_dag_id);
     END IF;
-    PERFORM 1 FROM dag_run r WHERE r.dag_id = p_dag_id AND r.run_id = v_run;
-    IF FOUND THEN
-        RAISE EXCEPTION 'DAG % already has a run %; pick another --run-id', quote_literal(p_dag_id), quote_literal(v_run);
-    END IF;
     RETURN QUERY
     INSERT INTO dag_run AS r (dag_id, run_id, run_type, state, logical_date, run_after, conf, created_at)
     VALUES (p_dag_id, v_run, 'manual', 'queued', v_now, v_now, coalesce(p_conf, '{}'::jsonb), v_now)
+    ON CONFLICT ON CONSTRAINT dag_run_dag_id_run_id DO NOTHING
     RETURNING r.id, r.run_id;
+    IF NOT FOUND THEN  -- the unique key decided, also against a concurrent trigger
+        RAISE EXCEPTION 'DAG % already has a run %; pick another --run-id', quote_literal(p_dag_id), quote_literal(v_run);
+    END IF;
 END;
 $$;
