@@ -52,11 +52,8 @@ class Context:
 
 
 def _one_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    diag = getattr(orig, "diag", None)
-    if diag is not None and diag.message_primary:
-        return diag.message_primary
-    return " ".join(str(orig or exc).split())
+    # PostgreSQL: the primary message; MySQL/MariaDB (PyMySQL): the message of (code, message).
+    return db.error_message(exc)
 
 
 def handle_errors(fn):
@@ -68,12 +65,14 @@ def handle_errors(fn):
         except EngineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
-        except sa.exc.OperationalError as exc:
-            click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "
-                       f"and ENGINE_DATABASE_URL is right", err=True)
-            sys.exit(1)
         except sa.exc.DBAPIError as exc:
-            click.echo(f"error: {_one_line(exc)}", err=True)
+            if isinstance(exc, sa.exc.OperationalError) and not db.is_user_error(exc):
+                # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) as an
+                # OperationalError too: that is bad input, shown like any other DBAPIError.
+                click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "
+                           f"and ENGINE_DATABASE_URL is right", err=True)
+            else:
+                click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(1)
     return wrapper
 
@@ -133,8 +132,11 @@ def db_group():
 @pass_ctx
 @handle_errors
 def db_upgrade(c: Context):
-    """Migrate to the latest revision and repair drifted or missing procedures."""
+    """Migrate to the latest revision and repair drifted or missing procedures
+    (on MySQL/MariaDB, create the database first when the server does not have it)."""
     eng = c.engine(migrated=False)
+    if db.ensure_database(eng):
+        click.echo(f"created database {eng.url.database}")
     repaired = migrate.upgrade(eng)
     click.echo(f"database at revision {migrate.current(eng)}" + (f"; reinstalled {', '.join(repaired)}" if repaired else ""))
 
@@ -341,6 +343,121 @@ def worker(c: Context, queues, concurrency, burst):
 
 
 @main.command()
+@click.option("--capacity", type=int, help="triggers run at once (default: triggerer_capacity)")
+@pass_ctx
+@handle_errors
+def triggerer(c: Context, capacity):
+    """Run the triggers of deferred TIs (asyncio) until SIGTERM."""
+    from engine.triggerer import Triggerer
+
+    if capacity is not None and capacity < 1:
+        raise EngineError(f"--capacity must be at least 1 (got {capacity})")
+    Triggerer(c.engine(), c.cfg(), capacity=capacity).run()
+
+
+@main.group()
+def events():
+    """Events that EventTrigger waits for."""
+
+
+@events.command("send")
+@click.argument("key")
+@click.option("--payload", help="JSON value the resumed tasks receive as the event (default null)")
+@pass_ctx
+@handle_errors
+def events_send(c: Context, key, payload):
+    """Fire every EventTrigger waiting for KEY now (events are not stored)."""
+    try:
+        parsed = json.loads(payload) if payload is not None else None
+    except json.JSONDecodeError as exc:
+        raise EngineError(f"--payload is not valid JSON ({exc.msg} at position {exc.pos}); "
+                          "pass e.g. '{\"rows\": 10}' or '\"done\"'") from None
+    cfg = c.cfg()
+    with db.connect(c.engine()) as conn:
+        n = db.run(conn, "send_event", key=key, payload=json.dumps(parsed), now=None,
+                   boost=cfg.resume_priority_boost).scalar_one()
+    click.echo(f"event {key}: {n} deferred TI(s) resumed")
+
+
+# ---- drain ----------------------------------------------------------------------------------
+def _set_dag_draining(c: Context, dag_id: str, draining: bool) -> None:
+    with db.connect(c.engine()) as conn:
+        found = db.run(conn, "dag_set_draining", dag_id=dag_id, draining=draining).first()
+    if not found:
+        raise EngineError(f"unknown DAG {dag_id!r}; see `engine dags list`")
+
+
+@dags.command("drain")
+@click.argument("dag_id")
+@pass_ctx
+@handle_errors
+def dags_drain(c: Context, dag_id):
+    """Admit nothing new for DAG_ID; running and deferred TIs finish (see `engine drain --status`)."""
+    _set_dag_draining(c, dag_id, True)
+    click.echo(f"{dag_id} draining: no new runs or TIs start; running and deferred TIs finish "
+               f"(`engine drain --status`; `engine undrain {dag_id}` ends it)")
+
+
+@dags.command("undrain")
+@click.argument("dag_id")
+@pass_ctx
+@handle_errors
+def dags_undrain(c: Context, dag_id):
+    """End the drain of DAG_ID (same as `engine undrain DAG_ID`)."""
+    _undrain(c, dag_id)
+
+
+@main.command()
+@click.option("--status", "show_status", is_flag=True, help="only report what is still in flight")
+@pass_ctx
+@handle_errors
+def drain(c: Context, show_status):
+    """Drain the whole deployment: admit nothing new; running and deferred TIs finish."""
+    if not show_status:
+        with db.connect(c.engine()) as conn:
+            db.run(conn, "deployment_set_draining", draining=True)
+        click.echo("deployment draining: no new runs or TIs start; running and deferred TIs finish "
+                   "(`engine drain --status`; `engine undrain` ends it)")
+        return
+    with db.connect(c.engine()) as conn:
+        flags = db.run(conn, "drain_flags").all()
+        result = db.run(conn, "drain_status")
+        keys, rows = list(result.keys()), result.all()
+    if not flags:
+        click.echo("not draining")
+        return
+    what = ["deployment" + (f" (since {f.since})" if f.since else "") for f in flags if f.scope == "deployment"]
+    dags_ = [f.dag_id for f in flags if f.scope == "dag"]
+    click.echo("draining: " + ", ".join(what + ([f"dags {', '.join(dags_)}"] if dags_ else [])))
+    if not rows:
+        click.echo("drained: nothing in flight")
+        return
+    click.echo(table(rows, keys))
+    click.echo(f"{sum(sum(r[1:]) for r in rows)} TI(s) still in flight")
+
+
+def _undrain(c: Context, dag_id: str | None) -> None:
+    if dag_id is None:
+        with db.connect(c.engine()) as conn:
+            db.run(conn, "deployment_set_draining", draining=False)
+        click.echo("drain ended: the deployment and every DAG admit work again")
+        return
+    _set_dag_draining(c, dag_id, False)
+    with db.connect(c.engine()) as conn:
+        still = any(f.scope == "deployment" for f in db.run(conn, "drain_flags"))
+    click.echo(f"{dag_id} no longer draining" + ("; the whole deployment still drains (`engine undrain`)" if still else ""))
+
+
+@main.command()
+@click.argument("dag_id", required=False)
+@pass_ctx
+@handle_errors
+def undrain(c: Context, dag_id):
+    """End a drain: of DAG_ID, or (no argument) of the deployment and every DAG."""
+    _undrain(c, dag_id)
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 @handle_errors
@@ -364,13 +481,29 @@ def status(c: Context, as_json):
 
 @main.command()
 @click.option("--timeout", type=float, default=300, show_default=True, help="give up after this many seconds")
+@click.option("--database-url", help="database to run the demo on (same as `engine --database-url URL demo`)")
 @pass_ctx
 @handle_errors
-def demo(c: Context, timeout):
-    """Sync the sample DAGs, trigger them and run scheduler and worker until every run ends."""
+def demo(c: Context, timeout, database_url):
+    """Sync the sample DAGs, trigger them and run scheduler and worker until every run ends.
+    A database that is empty (or, on MySQL/MariaDB, missing) is created and migrated first."""
     from engine.demo import run_demo
 
-    sys.exit(run_demo(c.engine(), c.cfg(), timeout=timeout))
+    if database_url:
+        c.cfg(database_url=database_url)
+    eng = c.engine(migrated=False)
+    if db.ensure_database(eng):
+        click.echo(f"created database {eng.url.database}", err=True)
+    try:
+        current = migrate.current(eng)
+    except sa.exc.OperationalError as exc:
+        raise db.describe_connect_error(eng.url.render_as_string(hide_password=False), exc) from None
+    if current is None:
+        migrate.upgrade(eng)
+        click.echo(f"migrated the empty database to revision {migrate.head()}", err=True)
+    elif current != migrate.head():
+        raise EngineError(f"database schema is at {current}, not {migrate.head()}; run `engine db upgrade`")
+    sys.exit(run_demo(eng, c.cfg(), timeout=timeout))
 
 
 # ---- sql ------------------------------------------------------------------------------------

@@ -33,7 +33,15 @@ SETTINGS = [
     Setting("worker_poll_interval", 0.5, float, "seconds a worker sleeps when nothing is queued"),
     Setting("heartbeat_interval", 5.0, float, "seconds between job heartbeats"),
     Setting("job_heartbeat_threshold", 60.0, float, "seconds without heartbeat after which a job is dead"),
+    Setting("orphan_check_interval", 10.0, float, "seconds between orphan checks (reset_orphans) across all schedulers"),
+    Setting("queued_timeout", 600.0, float, "seconds a queued TI may wait for a worker before it is requeued"),
+    Setting("max_requeues", 3, int, "requeues of a never-claimed TI before it fails"),
+    Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back"),
     Setting("log_dir", "", str, "task log folder; empty means HOME/logs"),
+    Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once"),
+    Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle"),
+    Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
+            "(pool without include_deferred), so it goes ahead of new work of the same pool"),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 

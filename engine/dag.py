@@ -10,7 +10,7 @@ import json
 import re
 from datetime import date, datetime, timedelta, timezone
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from engine.errors import EngineError
 
@@ -135,6 +135,10 @@ def normalise_schedule(schedule, dag_id: str = "?") -> str | None:
     # Day-of-month and day-of-week combine with OR when both are restricted. Write '*' exactly
     # where croniter (Airflow's cron) reads a field as unrestricted, so the database's simple
     # rule (OR unless a field is '*') gives croniter's schedule.
+    try:  # croniter searches some years ahead: Feb 30 never comes
+        croniter(cron, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise bad("it never fires") from None
     expanded = croniter(cron).expanded
     for i in (2, 4):
         if expanded[i][0] == "*":  # croniter tests the first element

@@ -4,9 +4,14 @@ SQLAlchemy engines, and the named SQL statements the engine sends (``sql/<dialec
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
+import re
 import sys
+import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -58,13 +63,61 @@ def resolve_url(cfg, announce: bool = True) -> str:
     return url
 
 
+# ---- MySQL / MariaDB connections --------------------------------------------------------------
+# Every engine connection to MySQL/MariaDB is set up the same way (see docs/dialects.md):
+#   * time_zone '+00:00': DATETIME(6) columns hold UTC, and NOW()/UTC_TIMESTAMP() agree;
+#   * READ COMMITTED (the server default is REPEATABLE READ): SKIP LOCKED claims and the counts
+#     read after taking a lock row must see what other transactions committed just before;
+#   * collation utf8mb4_bin, like the tables and the database default that migration 0001 sets:
+#     names compare case-sensitively as in PostgreSQL, and no "illegal mix of collations";
+#   * autocommit off (PyMySQL's default): every call runs in the transaction db.connect() opens;
+#   * DATETIME values come back as aware UTC datetimes, and aware datetimes are sent in UTC, so
+#     Python sees the same values from both dialects.
+MYSQL_SESSION = "SET time_zone = '+00:00'"
+
+
+def _decode_utc_datetime(value):
+    from pymysql.converters import convert_datetime
+
+    out = convert_datetime(value)
+    return out.replace(tzinfo=timezone.utc) if isinstance(out, datetime) else out
+
+
+def _encode_utc_datetime(value, mapping=None):
+    from pymysql.converters import escape_datetime
+
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return escape_datetime(value, mapping)
+
+
+def mysql_connect_args() -> dict:
+    from pymysql.constants import FIELD_TYPE
+    from pymysql.converters import conversions
+
+    conv = dict(conversions)
+    conv[FIELD_TYPE.DATETIME] = conv[FIELD_TYPE.TIMESTAMP] = _decode_utc_datetime
+    conv[datetime] = _encode_utc_datetime
+    return {"charset": "utf8mb4", "collation": "utf8mb4_bin", "init_command": MYSQL_SESSION, "conv": conv}
+
+
+def is_mysql_url(url: str) -> bool:
+    return url.split(":", 1)[0].split("+", 1)[0] in ("mysql", "mariadb")
+
+
 def make_engine(url: str) -> Engine:
+    kwargs: dict = {}
+    if is_mysql_url(url):
+        kwargs = {"connect_args": mysql_connect_args(), "isolation_level": "READ COMMITTED"}
     try:
-        eng = sa.create_engine(url, pool_pre_ping=True, future=True)
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        raise EngineError(f"database URL {url!r} is not valid ({exc}); use e.g. postgresql+psycopg://user@host/db") from None
+        eng = sa.create_engine(url, pool_pre_ping=True, future=True, **kwargs)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise EngineError(f"database URL {url!r} is not valid ({exc}); use e.g. postgresql+psycopg://user@host/db "
+                          f"or mysql+pymysql://user@host/db") from None
     if eng.dialect.name not in ("postgresql", "mysql", "mariadb"):
         raise EngineError(f"database URL {url!r}: dialect {eng.dialect.name} is not supported; use PostgreSQL or MySQL/MariaDB")
+    if eng.dialect.name != "postgresql" and eng.dialect.driver != "pymysql":
+        raise EngineError(f"database URL {url!r}: driver {eng.dialect.driver} is not supported; use mysql+pymysql://")
     return eng
 
 
@@ -79,19 +132,87 @@ def query_text(dialect: str, name: str) -> str:
     return path.read_text()
 
 
+# A named statement may type some result columns with a header comment, for drivers that cannot
+# tell (MySQL has no boolean type, and MariaDB reports JSON columns as plain text):
+#   -- result json: env op_kwargs        (decoded to Python objects)
+#   -- result bool: is_paused            (0/1 become False/True)
+# A file may hold several statements, each ending with ';' at the end of a line (MySQL has no
+# UPDATE/INSERT ... RETURNING: its files update, then select). They run in order, in the
+# caller's transaction, with the same parameters; the last one's result is returned.
+RESULT_TYPES = {"json": sa.JSON, "bool": sa.Boolean}
+_RESULT_HEADER = re.compile(r"^--\s*result\s+(\w+):\s*(.*)$", re.M)
+_STATEMENT_END = re.compile(r";[ \t]*(?:--[^\n]*)?$", re.M)
+
+
+def _is_sql(part: str) -> bool:
+    return bool(re.sub(r"--[^\n]*", "", part).strip())
+
+
+@functools.cache
+def _statements(dialect: str, name: str) -> tuple:
+    text = query_text(dialect, name)
+    parts = [p for p in _STATEMENT_END.split(text) if _is_sql(p)]
+    types = {col: RESULT_TYPES[kind] for kind, cols in _RESULT_HEADER.findall(text) for col in cols.split()}
+    stmts = [sa.text(p) for p in parts]
+    if types:
+        stmts[-1] = stmts[-1].columns(**types)
+    return tuple(stmts)
+
+
 def q(conn: Connection, name: str):
-    """The named statement ``sql/<dialect>/queries/<name>.sql`` as an executable text()."""
-    return sa.text(query_text(dialect_dir(conn), name))
+    """The (last) named statement ``sql/<dialect>/queries/<name>.sql`` as an executable text()."""
+    return _statements(dialect_dir(conn), name)[-1]
+
+
+def _param(value):
+    # MySQL has no array type: lists (and dicts) travel as JSON text, which the mysql named
+    # statements read with JSON_TABLE / JSON_CONTAINS. PostgreSQL statements take lists as arrays.
+    return json.dumps(value) if isinstance(value, (list, tuple, dict)) else value
 
 
 def run(conn: Connection, name: str, /, **params):
-    return conn.execute(q(conn, name), params)
+    dialect = dialect_dir(conn)
+    if dialect == "mysql":
+        params = {k: _param(v) for k, v in params.items()}
+    *before, last = _statements(dialect, name)
+    for stmt in before:
+        conn.execute(stmt, params)
+    return conn.execute(last, params)
 
 
 def describe_connect_error(url: str, exc: Exception) -> EngineError:
     safe = sa.engine.make_url(url).render_as_string(hide_password=True)
-    detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = error_message(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if error_code(exc) in (1049, "3D000"):  # MySQL ER_BAD_DB_ERROR, PostgreSQL invalid_catalog_name
+        how = ("`engine db upgrade` creates it on MySQL/MariaDB" if is_mysql_url(url)
+               else "create it (createdb) and run `engine db upgrade`")
+        return EngineError(f"database {safe} does not exist ({detail}); {how}")
     return EngineError(f"database {safe} is unreachable ({detail}); start it or fix ENGINE_DATABASE_URL")
+
+
+def ensure_database(eng: Engine) -> bool:
+    """MySQL/MariaDB: create the URL's database when the server does not have it yet (utf8mb4,
+    binary collation, as migration 0001 expects). True when it was created. PostgreSQL: no-op
+    (a database is created with createdb, outside any connection to it)."""
+    if eng.dialect.name == "postgresql":
+        return False
+    name = eng.url.database
+    if not name:
+        raise EngineError(f"database URL {eng.url.render_as_string(hide_password=True)} names no database; "
+                          "add one, e.g. mysql+pymysql://user@host/engine")
+    server = make_engine(eng.url._replace(database=None).render_as_string(hide_password=False))
+    try:
+        with server.connect() as c:
+            if c.execute(sa.text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :n"),
+                         {"n": name}).first():
+                return False
+            quoted = name.replace("`", "``")
+            c.exec_driver_sql(f"CREATE DATABASE `{quoted}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        return True
+    except sa.exc.OperationalError as exc:
+        raise describe_connect_error(eng.url.render_as_string(hide_password=False), exc) from None
+    finally:
+        server.dispose()
 
 
 @contextmanager
@@ -108,9 +229,77 @@ def connect(eng: Engine):
         conn.close()
 
 
+def error_code(exc: BaseException):
+    """SQLSTATE (PostgreSQL) or the numeric error code (MySQL/MariaDB) of a database error."""
+    orig = getattr(exc, "orig", exc)
+    args = getattr(orig, "args", None)
+    if args and isinstance(args[0], int):  # PyMySQL: (errno, message); it also sets sqlstate
+        return args[0]
+    return getattr(orig, "sqlstate", None)
+
+
 def is_lock_busy(exc: BaseException) -> bool:
     """True when a statement failed because a scheduler lock is held by another caller."""
-    orig = getattr(exc, "orig", exc)
-    code = getattr(orig, "sqlstate", None) or (orig.args[0] if getattr(orig, "args", None) else None)
-    # PostgreSQL: 55P03 lock_not_available (FOR UPDATE NOWAIT); MySQL: 3572 ER_LOCK_NOWAIT.
-    return code in ("55P03", 3572)
+    # FOR UPDATE NOWAIT on a scheduler_lock row held by another transaction fails with
+    #   PostgreSQL 55P03 lock_not_available; MySQL 8: 3572 ER_LOCK_NOWAIT;
+    #   MariaDB: 1205 ER_LOCK_WAIT_TIMEOUT (MariaDB reports NOWAIT as a zero-second lock wait
+    #   timeout; a genuine lock wait timeout is the same error and also means "held by another").
+    return error_code(exc) in ("55P03", 3572, 1205)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """A one-line error raised on purpose by a stored function: PostgreSQL RAISE EXCEPTION
+    (SQLSTATE P0001), MySQL SIGNAL SQLSTATE '45000' (error 1644 ER_SIGNAL_EXCEPTION)."""
+    return error_code(exc) in ("P0001", 1644)
+
+
+def error_message(exc: BaseException) -> str:
+    """The server's message of a database error, on one line, without driver decorations."""
+    orig = getattr(exc, "orig", None)
+    diag = getattr(orig, "diag", None)
+    if diag is not None and getattr(diag, "message_primary", None):
+        return diag.message_primary
+    args = getattr(orig, "args", None)
+    if args and len(args) >= 2 and isinstance(args[0], int):  # PyMySQL: (code, message)
+        return " ".join(str(args[1]).split())
+    return " ".join(str(orig or exc).split())
+
+
+# Errors that mean "the database is unreachable right now": services keep going and retry.
+DB_DOWN = (EngineError, sa.exc.OperationalError, sa.exc.InterfaceError)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Outage:
+    """How a service rides out a database outage: one warning when it starts, one line when
+    the database is back, and a capped exponential backoff between attempts meanwhile."""
+
+    def __init__(self, log: logging.Logger, note: str = "retrying", first: float = 0.5, cap: float = 10.0):
+        self.log, self.note, self.first, self.cap = log, note, first, cap
+        self.down = False
+        self.delay = first
+        self.retry_at = 0.0  # time.monotonic() before which nobody should try again
+        self.since = 0.0
+
+    def due(self) -> bool:
+        """True when the database may be tried (it is up, or the backoff delay has passed)."""
+        return not self.down or time.monotonic() >= self.retry_at
+
+    def failed(self, doing: str, exc: BaseException) -> float:
+        """Record a failed attempt; returns the seconds to wait before the next one."""
+        if not self.down:
+            self.log.warning("database unreachable while %s (%s); %s", doing, first_line(exc), self.note)
+            self.down, self.delay, self.since = True, self.first, time.monotonic()
+        else:
+            self.delay = min(self.delay * 2, self.cap)
+        self.retry_at = time.monotonic() + self.delay
+        return self.delay
+
+    def ok(self) -> None:
+        if self.down:
+            self.log.warning("database reachable again after %.1f s", time.monotonic() - self.since)
+            self.down, self.delay = False, self.first

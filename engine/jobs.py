@@ -9,6 +9,12 @@ import time
 from engine import db
 
 
+def beat_interval(cfg) -> float:
+    """Seconds between heartbeats: heartbeat_interval, but never more than a quarter of
+    job_heartbeat_threshold, so a live job is never judged dead for beating too rarely."""
+    return min(cfg.heartbeat_interval, cfg.job_heartbeat_threshold / 4)
+
+
 class Job:
     def __init__(self, eng, kind: str, heartbeat_interval: float = 5.0):
         self.eng = eng

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from engine.errors import EngineError
 from engine.paths import SQL_DIR
 
 VERSIONED = re.compile(r"^(?P<base>.+)_v(?P<version>\d+)$")
@@ -46,8 +47,9 @@ def object_kind(dialect: str, name: str, text: str) -> str:
         else:
             raise ValueError(f"{name}.sql: expected CREATE FUNCTION or CREATE VIEW, found {kind}")
     else:
+        code = re.sub(r"--[^\n]*", "", text)  # a comment may mention CREATE ...
         m = re.search(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:DEFINER\s*=\s*\S+\s+)?(FUNCTION|PROCEDURE|VIEW)\s+`?(\w+)`?",
-                      text, re.I)
+                      code, re.I)
         if not m:
             raise ValueError(f"{name}.sql: expected CREATE FUNCTION, PROCEDURE or VIEW")
         what, found = m.group(1).lower(), m.group(2)
@@ -69,9 +71,26 @@ def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
         sql = ("SELECT md5(view_definition) FROM information_schema.views "
                "WHERE table_schema = DATABASE() AND table_name = :n")
     else:
-        sql = ("SELECT md5(CONCAT(routine_type, routine_definition, dtd_identifier)) FROM information_schema.routines "
-               "WHERE routine_schema = DATABASE() AND routine_name = :n")
+        # The body (routine_definition), the return type and every parameter: a hand edit of
+        # any of them changes the checksum. (SHOW CREATE would do, but is not a SELECT.)
+        sql = ("SELECT md5(CONCAT_WS('|', r.routine_type, r.routine_definition, r.dtd_identifier, r.sql_data_access, "
+               "  r.is_deterministic, (SELECT GROUP_CONCAT(CONCAT_WS(' ', p.parameter_mode, p.parameter_name, "
+               "                                                   p.dtd_identifier) ORDER BY p.ordinal_position) "
+               "                      FROM information_schema.parameters p "
+               "                      WHERE p.specific_schema = r.routine_schema AND p.specific_name = r.specific_name "
+               "                        AND p.routine_type = r.routine_type AND p.ordinal_position > 0))) "
+               "FROM information_schema.routines r "
+               "WHERE r.routine_schema = DATABASE() AND r.routine_name = :n")
     return conn.execute(sa.text(sql), {"n": name}).scalar()
+
+
+def installed_routines(conn) -> set[str]:
+    """Names of every stored function and procedure in the current schema (database)."""
+    if dialect_of(conn) == "postgresql":
+        sql = "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
+    else:
+        sql = "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE()"
+    return set(conn.execute(sa.text(sql)).scalars())
 
 
 def _drop_sql(kind: str, name: str) -> str:
@@ -91,7 +110,12 @@ def install_one(conn, name: str, revision: str) -> None:
     kind = object_kind(dialect, name, text)
     if dialect == "mysql" and kind != "view":
         conn.execute(sa.text(_drop_sql(kind, name)))  # MySQL has no CREATE OR REPLACE FUNCTION
-    if kind == "view":
+    if kind == "view" and dialect == "mysql":
+        # MySQL/MariaDB views are bound late: CREATE OR REPLACE works whatever changed and views
+        # built on this one survive. (No savepoint here: DDL commits implicitly on MySQL.)
+        _execute_script(conn, re.sub(r"^(\s*(?:--[^\n]*\n\s*)*)CREATE\s+VIEW", r"\1CREATE OR REPLACE VIEW", text,
+                                     count=1, flags=re.I))
+    elif kind == "view":
         # Replace in place so views built on this one survive; when the columns changed
         # incompatibly, drop it with its dependents (repair() reinstalls those).
         replace = re.sub(r"^(\s*(?:--[^\n]*\n\s*)*)CREATE\s+VIEW", r"\1CREATE OR REPLACE VIEW", text, count=1, flags=re.I)
@@ -102,7 +126,16 @@ def install_one(conn, name: str, revision: str) -> None:
             conn.execute(sa.text(_drop_sql(kind, name) + " CASCADE"))
             _execute_script(conn, text)
     else:
-        _execute_script(conn, text)
+        try:
+            _execute_script(conn, text)
+        except Exception as exc:
+            if dialect == "mysql" and getattr(exc, "args", (None,))[0] == 1418:
+                # MySQL with binary logging refuses functions that modify data (finish_ti_v1,
+                # heartbeat_v1, release_ti_v1) unless the DBA trusts function creators.
+                raise EngineError(f"MySQL refused to create {name} (binary logging is on); set "
+                                  "log_bin_trust_function_creators = ON on the server and run `engine db upgrade` "
+                                  "again") from None
+            raise
     conn.execute(sa.text("DELETE FROM procedure_version WHERE name = :n"), {"n": name})
     conn.execute(
         sa.text("INSERT INTO procedure_version (name, kind, file_checksum, db_checksum, revision) "

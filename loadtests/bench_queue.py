@@ -10,8 +10,10 @@ executor parallelism). It measures
   * drain throughput: call after call, every queued TI completes before the next call, so
     capacity frees; TIs queued per second of queue_tis time and of wall time (30 s at most);
   * the two Airflow starvation cases: calls until the runnable work is queued.
-Writes loadtests/results/bench_queue.json and prints a table. Without --database-url it uses
-a throw-away embedded PostgreSQL.
+Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB) and prints a
+table. Without --database-url it uses a throw-away embedded PostgreSQL; with
+--database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the database is created when
+missing). The data and the calls are the same on both dialects; only the set-up SQL differs.
 """
 from __future__ import annotations
 
@@ -58,21 +60,89 @@ JOIN task t ON t.dag_id = r.dag_id AND t.task_id = 't' || mod(i / {runs}, {tasks
 ANALYZE;
 """
 
-QUEUE = sa.text("SELECT ti_id FROM queue_tis_v1(:m)")
+# The same world on MySQL/MariaDB: no generate_series (a JSON_TABLE over an n-element array,
+# {seq_x} below, numbers g from 0), no TRUNCATE ... CASCADE (foreign key checks off meanwhile;
+# TRUNCATE restarts AUTO_INCREMENT), CRC32 for hashtext, DIV for integer division.
+MYSQL_SETUP = """
+SET FOREIGN_KEY_CHECKS = 0;
+TRUNCATE task_instance;
+TRUNCATE task_instance_history;
+TRUNCATE dag_run;
+TRUNCATE task_dependency;
+TRUNCATE task;
+TRUNCATE dag;
+TRUNCATE pool;
+TRUNCATE executor;
+SET FOREIGN_KEY_CHECKS = 1;
+INSERT INTO executor (name, parallelism) VALUES ('default', 2000);
+INSERT INTO pool (name, slots, include_deferred)
+SELECT CONCAT('pool', g.i - 1), 40 + 10 * MOD(g.i - 1, 5), MOD(g.i - 1, 4) = 0 FROM {seq_pools} g;
+INSERT INTO pool (name, slots) VALUES ('default_pool', 128);
+INSERT INTO dag (dag_id, fileloc, max_active_tasks)
+SELECT CONCAT('dag', g.i - 1), 'bench', 16 FROM {seq_dags} g;
+INSERT INTO task (dag_id, task_id, kind, bash_command, pool, pool_slots, max_active_tis_per_dag,
+                  max_active_tis_per_dagrun)
+SELECT CONCAT('dag', d.i - 1), CONCAT('t', t.i - 1), 'bash', 'true', CONCAT('pool', MOD((d.i - 1) * {tasks} + t.i - 1, {pools})),
+       1 + (MOD(t.i - 1, 7) = 0), CASE WHEN MOD(t.i - 1, 5) = 1 THEN 30 END, CASE WHEN MOD(t.i - 1, 5) = 2 THEN 3 END
+FROM {seq_dags} d, {seq_tasks} t;
+INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+SELECT CONCAT('dag', MOD(g.i - 1, {dags})), CONCAT('run', g.i - 1), 'manual', 'running',
+       TIMESTAMP '2026-01-01 00:00:00' + INTERVAL (g.i - 1) MINUTE, UTC_TIMESTAMP(6)
+FROM {seq_runs} g;
+INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                           pool_slots, queue, executor, run_after)
+SELECT r.id, r.dag_id, r.run_id, t.task_id, (s.i - 1) DIV ({runs} * {tasks}), 'scheduled',
+       1 + (CRC32(CONCAT(t.task_id, r.dag_id)) & 7), t.pool, t.pool_slots, 'default', 'default', r.run_after
+FROM {seq_n} s
+JOIN dag_run r ON r.id = 1 + MOD(s.i - 1, {runs})
+JOIN task t ON t.dag_id = r.dag_id AND t.task_id = CONCAT('t', MOD((s.i - 1) DIV {runs}, {tasks}));
+ANALYZE TABLE task_instance, dag_run, task, dag, pool, executor;
+"""
+
+
+def seq(n: int) -> str:
+    """MySQL: a table of n rows numbered i = 1..n (JSON_TABLE: MariaDB 10.6+, MySQL 8)."""
+    array = "'[]'" if n <= 0 else f"CONCAT('[', REPEAT('0,', {n - 1}), '0]')"
+    return f"JSON_TABLE({array}, '$[*]' COLUMNS (i FOR ORDINALITY))"
+
+
+def is_mysql(eng) -> bool:
+    return db.dialect_dir(eng) == "mysql"
+
+
+def script(c, text: str) -> None:
+    """Run a ';'-separated script one statement at a time (PyMySQL sends one per call)."""
+    for stmt in text.split(";\n"):
+        if stmt.strip():
+            c.exec_driver_sql(stmt)
+
+
+def setup_sql(eng, pools: int, dags: int, tasks: int, runs: int, n: int) -> str:
+    if is_mysql(eng):
+        return MYSQL_SETUP.format(pools=pools, dags=dags, tasks=tasks, runs=runs, seq_pools=seq(pools),
+                                  seq_dags=seq(dags), seq_tasks=seq(tasks), seq_runs=seq(runs), seq_n=seq(n))
+    return SETUP.format(pools=pools, dags=dags, tasks=tasks, runs=runs, n=n)
 
 
 def call(eng, max_tis: int) -> tuple[list[int], float]:
     t0 = time.perf_counter()
     with eng.begin() as c:
-        ids = [r[0] for r in c.execute(QUEUE, {"m": max_tis})]
+        ids = [r.ti_id for r in db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None)]
     return ids, time.perf_counter() - t0
 
 
 def setup(eng, n: int) -> float:
     t0 = time.perf_counter()
     with eng.begin() as c:
-        c.exec_driver_sql(SETUP.format(pools=POOLS, dags=DAGS, tasks=TASKS, runs=RUNS, n=n))
+        script(c, setup_sql(eng, POOLS, DAGS, TASKS, RUNS, n))
     return time.perf_counter() - t0
+
+
+def set_state(eng, ids: list[int], state: str, clear_queued: bool = False) -> None:
+    stmt = sa.text(f"UPDATE task_instance SET state = :s{', queued_at = NULL' if clear_queued else ''} "
+                   "WHERE id IN :ids").bindparams(sa.bindparam("ids", expanding=True))
+    with eng.begin() as c:
+        c.execute(stmt, {"s": state, "ids": ids})
 
 
 def latency(eng, n: int, calls: int) -> dict:
@@ -81,9 +151,7 @@ def latency(eng, n: int, calls: int) -> dict:
     for _ in range(calls):
         ids, dt = call(eng, 512)
         times.append(dt)
-        with eng.begin() as c:
-            c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', queued_at = NULL WHERE id = ANY(:ids)"),
-                      {"ids": ids})
+        set_state(eng, ids, "scheduled", clear_queued=True)
     times.sort()
     return {"calls": calls, "queued_per_call": len(ids), "p50_ms": round(statistics.median(times) * 1000, 1),
             "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1)}
@@ -101,18 +169,15 @@ def drain(eng, seconds: float) -> dict:
         queued += len(ids)
         if not ids:
             break
-        with eng.begin() as c:  # the emulated workers finish everything at once
-            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = ANY(:ids)"), {"ids": ids})
+        set_state(eng, ids, "success")  # the emulated workers finish everything at once
     wall = time.perf_counter() - start
     return {"calls": calls, "queued": queued, "tis_per_s_in_queue_tis": round(queued / in_calls),
             "tis_per_s_wall": round(queued / wall), "seconds": round(wall, 1)}
 
 
-def starvation(eng) -> dict:
-    out = {}
-    with eng.begin() as c:
-        c.exec_driver_sql(SETUP.format(pools=2, dags=1, tasks=1, runs=1, n=0))
-        c.exec_driver_sql("""
+# The two Airflow starvation cases, per dialect ({seq_x}: see seq()).
+STARVATION_45636 = {
+    "postgresql": """
             UPDATE pool SET slots = 20, include_deferred = false WHERE name IN ('pool0', 'pool1');
             UPDATE dag SET max_active_tasks = NULL;
             INSERT INTO task (dag_id, task_id, kind, pool) VALUES ('dag0', 'a', 'bash', 'pool0'), ('dag0', 'b', 'bash', 'pool1');
@@ -124,15 +189,23 @@ def starvation(eng) -> dict:
                                        pool_slots, queue, executor, run_after)
             SELECT 1, 'dag0', 'run0', 'b', g, 'scheduled', 1, 'pool1', 1, 'default', 'default', now()
             FROM generate_series(0, 99) g;
-            ANALYZE;""")
-    ids, dt = call(eng, 32)
-    with eng.connect() as c:
-        by_pool = dict(c.execute(sa.text("SELECT pool, count(*) FROM task_instance WHERE state = 'queued' GROUP BY pool")).all())
-    out["airflow_45636"] = {"calls": 1, "queued_pool_a": by_pool.get("pool0", 0), "queued_pool_b": by_pool.get("pool1", 0),
-                            "ms": round(dt * 1000, 1)}
-    with eng.begin() as c:
-        c.exec_driver_sql(SETUP.format(pools=1, dags=4, tasks=1, runs=4, n=0))
-        c.exec_driver_sql("""
+            ANALYZE;""",
+    "mysql": """
+            UPDATE pool SET slots = 20, include_deferred = false WHERE name IN ('pool0', 'pool1');
+            UPDATE dag SET max_active_tasks = NULL;
+            INSERT INTO task (dag_id, task_id, kind, pool) VALUES ('dag0', 'a', 'bash', 'pool0'), ('dag0', 'b', 'bash', 'pool1');
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT 1, 'dag0', 'run0', 'a', g.i - 1, CASE WHEN g.i - 1 < 19 THEN 'running' ELSE 'scheduled' END, 2,
+                   'pool0', 1, 'default', 'default', UTC_TIMESTAMP(6) FROM {seq_1019} g;
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT 1, 'dag0', 'run0', 'b', g.i - 1, 'scheduled', 1, 'pool1', 1, 'default', 'default', UTC_TIMESTAMP(6)
+            FROM {seq_100} g;
+            ANALYZE TABLE task_instance;""",
+}
+STARVATION_18131 = {
+    "postgresql": """
             UPDATE pool SET slots = 1000; UPDATE executor SET parallelism = NULL;
             UPDATE dag SET max_active_tasks = CASE WHEN dag_id = 'dag0' THEN 1 END;
             INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
@@ -140,7 +213,35 @@ def starvation(eng) -> dict:
             SELECT r.id, r.dag_id, r.run_id, 't0', g, 'scheduled', CASE WHEN r.dag_id = 'dag0' THEN 10 ELSE 1 END,
                    'pool0', 1, 'default', 'default', r.run_after
             FROM dag_run r, generate_series(0, 199) g;
-            ANALYZE;""")
+            ANALYZE;""",
+    "mysql": """
+            UPDATE pool SET slots = 1000;
+            UPDATE executor SET parallelism = NULL;
+            UPDATE dag SET max_active_tasks = CASE WHEN dag_id = 'dag0' THEN 1 END;
+            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                       pool_slots, queue, executor, run_after)
+            SELECT r.id, r.dag_id, r.run_id, 't0', g.i - 1, 'scheduled', CASE WHEN r.dag_id = 'dag0' THEN 10 ELSE 1 END,
+                   'pool0', 1, 'default', 'default', r.run_after
+            FROM dag_run r, {seq_200} g;
+            ANALYZE TABLE task_instance;""",
+}
+
+
+def starvation(eng) -> dict:
+    out = {}
+    dialect = db.dialect_dir(eng)
+    seqs = {f"seq_{k}": seq(k) for k in (100, 200, 1019)}
+    with eng.begin() as c:
+        script(c, setup_sql(eng, pools=2, dags=1, tasks=1, runs=1, n=0))
+        script(c, STARVATION_45636[dialect].format(**seqs) if dialect == "mysql" else STARVATION_45636[dialect])
+    ids, dt = call(eng, 32)
+    with eng.connect() as c:
+        by_pool = dict(c.execute(sa.text("SELECT pool, count(*) FROM task_instance WHERE state = 'queued' GROUP BY pool")).all())
+    out["airflow_45636"] = {"calls": 1, "queued_pool_a": by_pool.get("pool0", 0), "queued_pool_b": by_pool.get("pool1", 0),
+                            "ms": round(dt * 1000, 1)}
+    with eng.begin() as c:
+        script(c, setup_sql(eng, pools=1, dags=4, tasks=1, runs=4, n=0))
+        script(c, STARVATION_18131[dialect].format(**seqs) if dialect == "mysql" else STARVATION_18131[dialect])
     ids, dt = call(eng, 64)
     with eng.connect() as c:
         by_dag = dict(c.execute(sa.text("SELECT dag_id = 'dag0', count(*) FROM task_instance WHERE state = 'queued' GROUP BY 1")).all())
@@ -151,18 +252,27 @@ def starvation(eng) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--database-url", help="a PostgreSQL database to use (its engine tables are emptied!)")
+    ap.add_argument("--database-url", help="a PostgreSQL or MySQL/MariaDB database to use (its engine tables are "
+                                           "emptied!)")
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--latency-calls", type=int, default=50)
     ap.add_argument("--drain-seconds", type=float, default=30)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_queue.json"))
+    ap.add_argument("--out", help="results file (default loadtests/results/bench_queue.json, "
+                                   "bench_queue_mysql.json on MySQL/MariaDB)")
     args = ap.parse_args()
     url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")), announce=False)
     eng = db.make_engine(url)
+    db.ensure_database(eng)
     migrate.upgrade(eng)
+    mysql = is_mysql(eng)
+    args.out = args.out or str(Path(__file__).parent / "results" / ("bench_queue_mysql.json" if mysql else "bench_queue.json"))
     with eng.connect() as c:
-        server = c.execute(sa.text("SHOW server_version")).scalar()
-    results = {"server": f"PostgreSQL {server}", "sizes": {}}
+        if mysql:
+            server = c.execute(sa.text("SELECT VERSION()")).scalar()
+            server = f"MariaDB {server}" if "mariadb" in server.lower() else f"MySQL {server}"
+        else:
+            server = "PostgreSQL " + c.execute(sa.text("SHOW server_version")).scalar()
+    results = {"server": server, "sizes": {}}
     for n in [int(s) for s in args.sizes.split(",")]:
         load_s = setup(eng, n)
         lat = latency(eng, n, args.latency_calls)

@@ -1,6 +1,7 @@
 """Small drivers for tests: write DAG files, tick, claim and finish TIs like a worker would."""
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -21,6 +22,19 @@ def write_dags(folder: Path, source: str, name: str = "dags.py") -> Path:
 def sync_source(eng, folder: Path, source: str) -> dict:
     write_dags(folder, source)
     return sync(eng, folder)
+
+
+TEST_SQL = Path(__file__).resolve().parent / "sql"
+
+
+def run_sql_file(eng, name: str) -> None:
+    """Run tests/sql/<dialect>/<name>.sql: SQL a test needs that no dialect-neutral spelling
+    has (DDL, a DBA's hand edit). Statements end with ';' at the end of a line."""
+    text = (TEST_SQL / db.dialect_dir(eng) / f"{name}.sql").read_text()
+    with eng.begin() as conn:
+        for stmt in re.split(r";[ \t]*$", text, flags=re.M):
+            if re.sub(r"--[^\n]*", "", stmt).strip():
+                conn.exec_driver_sql(stmt)
 
 
 def sql(eng, text: str, **params):
@@ -55,8 +69,8 @@ def finish(eng, ti, exit_code: int = 0, timed_out: bool = False, now=None):
 
 
 def ti_states(eng, dag_id: str | None = None) -> dict:
-    rows = sql(eng, "SELECT task_id, map_index, state FROM task_instance "
-                    "WHERE (CAST(:d AS text) IS NULL OR dag_id = :d) ORDER BY id", d=dag_id)
+    where = "WHERE dag_id = :d " if dag_id is not None else ""
+    rows = sql(eng, f"SELECT task_id, map_index, state FROM task_instance {where}ORDER BY id", d=dag_id)
     return {(r.task_id if r.map_index < 0 else f"{r.task_id}[{r.map_index}]"): r.state for r in rows}
 
 

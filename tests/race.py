@@ -9,41 +9,48 @@ from __future__ import annotations
 
 import random
 import time
+from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
 from engine import db
+from tests.world import reset
 
-VIOLATIONS = sa.text("SELECT kind, key, cap, used FROM limit_usage WHERE used > cap")
+# `key` is a reserved word in MySQL: select every column rather than name it.
+VIOLATIONS = sa.text("SELECT * FROM limit_usage WHERE used > cap")
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def setup_world(eng, n_tis: int = 400) -> None:
+    """Pools, DAGs, tasks and ten running runs with n_tis scheduled TIs; every limit in play.
+    Written with dialect-neutral statements (rows built here), so it runs on both dialects."""
+    pools = [("default_pool", 128, False), ("small", 3, False), ("mid", 5, True), ("big", 8, False)]
+    tasks = {"a": [("x", "small", None, None), ("y", "mid", 3, None)],
+             "b": [("x", "big", None, 2), ("z", "mid", None, None)]}
+    runs = [(g + 1, "a" if g < 5 else "b", f"r{g}", T0 + timedelta(seconds=g)) for g in range(10)]
+    tis = []
+    for g in range(n_tis):
+        run_id, dag_id, run_name, run_after = runs[g % 10]
+        task_id, pool, _, _ = tasks[dag_id][(g // 10) % 2]
+        tis.append({"run": run_id, "dag_id": dag_id, "run_id": run_name, "task_id": task_id, "map_index": g // 10,
+                    "pw": 1 + (g * 7) % 5, "pool": pool, "ps": 1 + g % 3, "run_after": run_after})
     with eng.begin() as c:
-        c.exec_driver_sql("""
-            TRUNCATE task_instance, task_instance_history, dag_run, task_dependency, task, dag, pool, executor
-                RESTART IDENTITY CASCADE;
-            INSERT INTO executor VALUES ('default', 12);
-            INSERT INTO pool (name, slots, include_deferred) VALUES
-                ('default_pool', 128, false), ('small', 3, false), ('mid', 5, true), ('big', 8, false);
-            INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES ('a', 'race', 4), ('b', 'race', NULL);
-            INSERT INTO task (dag_id, task_id, kind, pool, max_active_tis_per_dag, max_active_tis_per_dagrun) VALUES
-                ('a', 'x', 'bash', 'small', NULL, NULL), ('a', 'y', 'bash', 'mid', 3, NULL),
-                ('b', 'x', 'bash', 'big', NULL, 2), ('b', 'z', 'bash', 'mid', NULL, NULL);
-            INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
-            SELECT CASE WHEN g < 5 THEN 'a' ELSE 'b' END, 'r' || g, 'manual', 'running',
-                   now() + g * interval '1 second', now()
-            FROM generate_series(0, 9) g;
-        """)
-        c.execute(sa.text("""
-            INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight,
-                                       pool, pool_slots, queue, executor, run_after)
-            SELECT r.id, r.dag_id, r.run_id, t.task_id, g / 10, 'scheduled', 1 + mod(g * 7, 5),
-                   t.pool, 1 + mod(g, 3), 'default', 'default', r.run_after
-            FROM generate_series(0, :n - 1) g
-            JOIN dag_run r ON r.id = 1 + mod(g, 10)
-            JOIN LATERAL (SELECT * FROM task t WHERE t.dag_id = r.dag_id ORDER BY t.task_id
-                          OFFSET mod(g / 10, 2) LIMIT 1) t ON true
-            ON CONFLICT DO NOTHING"""), {"n": n_tis})
+        reset(c)
+        c.execute(sa.text("INSERT INTO executor (name, parallelism) VALUES ('default', 12)"))
+        c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:n, :s, :i)"),
+                  [{"n": n, "s": s, "i": i} for n, s, i in pools])
+        c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES (:d, 'race', :m)"),
+                  [{"d": "a", "m": 4}, {"d": "b", "m": None}])
+        c.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, pool, max_active_tis_per_dag, "
+                          "max_active_tis_per_dagrun) VALUES (:d, :t, 'bash', :p, :a, :b)"),
+                  [{"d": d, "t": t, "p": p, "a": a, "b": b} for d, ts in tasks.items() for t, p, a, b in ts])
+        c.execute(sa.text("INSERT INTO dag_run (id, dag_id, run_id, run_type, state, run_after, created_at) "
+                          "VALUES (:id, :d, :r, 'manual', 'running', :a, :a)"),
+                  [{"id": i, "d": d, "r": r, "a": a} for i, d, r, a in runs])
+        c.execute(sa.text("INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                          "priority_weight, pool, pool_slots, queue, executor, run_after) "
+                          "VALUES (:run, :dag_id, :run_id, :task_id, :map_index, 'scheduled', :pw, :pool, :ps, "
+                          "'default', 'default', :run_after)"), tis)
 
 
 def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
@@ -54,8 +61,8 @@ def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
     while time.monotonic() < deadline:
         try:
             with eng.begin() as c:
-                queued += [r.ti_id for r in c.execute(sa.text("SELECT ti_id FROM queue_tis_v1(:m, :j)"),
-                                                      {"m": rng.randint(1, 10), "j": seed})]
+                queued += [r.ti_id for r in db.run(c, "queue_tis", max_tis=rng.randint(1, 10), job_id=seed,
+                                                   now=None)]
         except sa.exc.DBAPIError as exc:
             if not db.is_lock_busy(exc):
                 raise

@@ -1,8 +1,9 @@
 """The selection rule of DESIGN section 5 in plain Python: the oracle queue_tis must match.
 
-Walk the candidates (scheduled TIs of running runs of unpaused DAGs) in the order
-priority_weight DESC, run_after, map_index, id; take one iff every limit still holds with it;
-stop after max_tis.
+Walk the candidates (scheduled TIs of running runs of DAGs neither paused nor draining, plus
+resumes of any DAG) in the order priority_weight DESC, run_after, map_index, id; take one iff
+every limit still holds with it; stop after max_tis. A deferred TI in a pool with
+include_deferred counts against every limit (it keeps its place); elsewhere against none.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class TI:
     pool: str
     pool_slots: int
     executor: str = "default"
+    resuming: bool = False  # next_method set: its trigger fired (only meaningful when scheduled)
 
 
 @dataclass
@@ -32,22 +34,25 @@ class World:
     tasks: dict        # (dag_id, task_id) -> (max_active_tis_per_dag, max_active_tis_per_dagrun)
     runs: dict         # run id -> (dag_id, state, run_after)
     tis: list          # [TI]
+    draining: frozenset = frozenset()  # dag_ids with is_draining
+    drain_all: bool = False            # the deployment drains
 
 
 def greedy(w: World, max_tis: int) -> list[int]:
-    active = ("queued", "running")
+    holding = [t for t in w.tis if t.state in ("queued", "running")
+               or (t.state == "deferred" and w.pools[t.pool][1])]
     pool_used = Counter()
-    for t in w.tis:
-        slots, include_deferred = w.pools[t.pool]
-        if t.state in active or (t.state == "deferred" and include_deferred):
-            pool_used[t.pool] += t.pool_slots
-    run_used = Counter(t.run for t in w.tis if t.state in active)
-    task_used = Counter((t.dag_id, t.task_id) for t in w.tis if t.state in active)
-    taskrun_used = Counter((t.run, t.task_id) for t in w.tis if t.state in active)
-    exec_used = Counter(t.executor for t in w.tis if t.state in active)
+    for t in holding:
+        pool_used[t.pool] += t.pool_slots
+    run_used = Counter(t.run for t in holding)
+    task_used = Counter((t.dag_id, t.task_id) for t in holding)
+    taskrun_used = Counter((t.run, t.task_id) for t in holding)
+    exec_used = Counter(t.executor for t in holding)
 
-    candidates = [t for t in w.tis if t.state == "scheduled" and w.runs[t.run][1] == "running"
-                  and not w.dags[t.dag_id][1]]
+    def admitted(t) -> bool:
+        return t.resuming or not (w.dags[t.dag_id][1] or t.dag_id in w.draining or w.drain_all)
+
+    candidates = [t for t in w.tis if t.state == "scheduled" and w.runs[t.run][1] == "running" and admitted(t)]
     candidates.sort(key=lambda t: (-t.priority_weight, w.runs[t.run][2], t.map_index, t.id))
     taken: list[int] = []
     for t in candidates:

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from engine import migrate, procedures
 from engine.paths import SQL_DIR
+from tests.helpers import run_sql_file
 
 PG_FILES = sorted((SQL_DIR / "postgresql").rglob("*.sql"))
 
@@ -21,28 +22,39 @@ def test_every_postgresql_file_parses(path):
     assert pglast.parse_sql(text)
 
 
-def test_each_object_file_defines_the_object_it_is_named_after():
-    for name in procedures.expected_objects("postgresql"):
-        path = procedures.object_file("postgresql", name)
-        assert procedures.object_kind("postgresql", name, path.read_text()) in ("function", "view")
+@pytest.mark.parametrize("dialect_dir", ["postgresql", "mysql"])
+def test_each_object_file_defines_the_object_it_is_named_after(dialect_dir):
+    for name in procedures.expected_objects(dialect_dir):
+        path = procedures.object_file(dialect_dir, name)
+        assert procedures.object_kind(dialect_dir, name, path.read_text()) in ("function", "procedure", "view")
+
+
+def test_both_dialects_have_the_same_objects_and_named_queries():
+    """Same names, same versions: every object and named statement exists for both dialects."""
+    def names(folder):
+        return sorted(p.name for p in folder.glob("*.sql"))
+    assert names(SQL_DIR / "mysql") == names(SQL_DIR / "postgresql")
+    assert names(SQL_DIR / "mysql" / "queries") == names(SQL_DIR / "postgresql" / "queries")
+
+
+def _routines(dialect: str) -> set[str]:
+    return {n for n in procedures.expected_objects(dialect)
+            if procedures.object_kind(dialect, n, procedures.object_file(dialect, n).read_text()) != "view"}
 
 
 def test_migrated_database_holds_exactly_what_sql_files_describe(eng):
     with eng.begin() as conn:
+        dialect = procedures.dialect_of(conn)
         findings = procedures.check(conn)
-        assert {f.name for f in findings} == set(procedures.expected_objects("postgresql"))
+        assert {f.name for f in findings} == set(procedures.expected_objects(dialect))
         assert [f for f in findings if f.status != "ok"] == []
-        # Nothing else engine-made is installed: every function of the schema is expected.
-        installed = set(conn.execute(sa.text(
-            "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace")).scalars())
-        assert installed == {n for n in procedures.expected_objects("postgresql")
-                             if procedures.object_kind("postgresql", n, procedures.object_file("postgresql", n).read_text()) == "function"}
+        # Nothing else engine-made is installed: every function / procedure of the schema is expected.
+        assert procedures.installed_routines(conn) == _routines(dialect)
 
 
 def test_hand_edit_is_reported_as_drift_and_upgrade_repairs_it(eng):
+    run_sql_file(eng, "hand_edit_heartbeat")
     with eng.begin() as conn:
-        conn.execute(sa.text("CREATE OR REPLACE FUNCTION heartbeat_v1(p_job_id bigint, p_now timestamptz DEFAULT NULL) "
-                             "RETURNS boolean LANGUAGE sql AS 'SELECT true'"))
         conn.execute(sa.text("DROP VIEW pool_usage"))
     with eng.begin() as conn:
         status = {f.name: f.status for f in procedures.check(conn)}
@@ -56,7 +68,7 @@ def test_hand_edit_is_reported_as_drift_and_upgrade_repairs_it(eng):
 def test_downgrade_to_base_and_back(eng):
     migrate.downgrade(eng, "base")
     with eng.begin() as conn:
-        assert conn.execute(sa.text("SELECT to_regclass('task_instance')")).scalar() is None
-        assert conn.execute(sa.text("SELECT count(*) FROM pg_proc WHERE proname LIKE '%\\_v1'")).scalar() == 0
+        assert not sa.inspect(conn).has_table("task_instance")
+        assert procedures.installed_routines(conn) == set()
     migrate.upgrade(eng)
     assert migrate.current(eng) == migrate.head()

@@ -41,8 +41,12 @@ def worlds(draw):
                       state=draw(st.sampled_from(["scheduled"] * 4 + ["queued", "running", "deferred", "deferred", "success"])),
                       priority_weight=draw(st.integers(1, 3)),
                       pool=draw(st.sampled_from(sorted(pools))), pool_slots=draw(st.integers(1, 4)),
-                      executor=draw(st.sampled_from(["default", "default", "other"]))))
-    return World(pools, parallelism, dags, tasks, runs, tis)
+                      executor=draw(st.sampled_from(["default", "default", "other"])),
+                      resuming=draw(st.booleans()) and draw(st.booleans())))
+    # Drain (a DAG's, or the deployment's): like pause, except for resumes.
+    draining = frozenset(d for d in sorted(dags) if draw(st.booleans()) and draw(st.booleans()))
+    drain_all = draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans())
+    return World(pools, parallelism, dags, tasks, runs, tis, draining, drain_all)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -62,5 +66,6 @@ def test_queue_tis_matches_the_greedy_model(eng, w, max_tis, data):
             if i in by_id and by_id[i].state in ("queued", "running", "deferred"):
                 by_id[i].state = "success"
         with eng.begin() as c:
-            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = ANY(:ids) "
-                              "AND state IN ('queued', 'running', 'deferred')"), {"ids": sorted(done)})
+            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN :ids "
+                              "AND state IN ('queued', 'running', 'deferred')")
+                      .bindparams(sa.bindparam("ids", expanding=True)), {"ids": sorted(done)})

@@ -133,7 +133,7 @@ class FakeDB:
     """Stands in for db.connect/db.run: serves claim rows, records finish_ti calls, can be 'down'."""
 
     def __init__(self):
-        self.queue, self.finished, self.down, self.alive, self.pending = [], [], False, True, 0
+        self.queue, self.finished, self.released, self.down, self.alive, self.pending = [], [], [], False, True, 0
 
     @contextmanager
     def connect(self, eng):
@@ -149,6 +149,9 @@ class FakeDB:
         if name == "finish_ti":
             self.finished.append(p)
             value = "success" if p["exit_code"] == 0 and not p["timed_out"] else "failed"
+        if name == "release_ti":
+            self.released.append(p)
+            value = "scheduled"
         return SimpleNamespace(scalar_one=lambda: value)
 
 
@@ -162,7 +165,8 @@ def fake(monkeypatch):
 
 def make_worker(tmp_path, **kw):
     cfg = SimpleNamespace(worker_queues="default, other", worker_concurrency=2, worker_poll_interval=0.01,
-                          heartbeat_interval=0.0, log_path=tmp_path / "logs")
+                          heartbeat_interval=0.0, job_heartbeat_threshold=60.0, worker_shutdown_timeout=30.0,
+                          log_path=tmp_path / "logs")
     return Worker(eng=None, cfg=cfg, **kw)
 
 
@@ -204,7 +208,8 @@ def test_outcome_kept_while_database_down(fake, tmp_path, dag_dir, caplog):
     assert fake.finished == [] and len(w.unreported) == 1
     assert sum("unreachable" in r.getMessage() for r in caplog.records) == 1  # logged once
     fake.down = False
-    w.run_once()
+    run_until(w, lambda: not w.unreported, limit=5)  # after the backoff delay
+    assert sum("reachable again" in r.getMessage() for r in caplog.records) == 1
     assert [(f["ti_id"], f["exit_code"]) for f in fake.finished] == [(1, 0)] and not w.unreported
 
 
@@ -260,7 +265,32 @@ def test_stop_kills_and_keeps_outcome_when_db_down(fake, tmp_path, dag_dir, monk
     w.stop(timeout=0.2)
     assert not w.children and len(w.unreported) == 1
     o = w.unreported[0]
-    assert (o.exit_code, o.timed_out, o.reason) == (-signal.SIGTERM, False, "worker shut down")
+    assert (o.exit_code, o.timed_out, o.reason, o.release) == (-signal.SIGTERM, False, "worker shut down", True)
+
+
+def test_stop_waits_then_hands_back_what_still_runs(fake, tmp_path, dag_dir, monkeypatch):
+    monkeypatch.setattr(worker_mod, "KILL_GRACE", 0.3)
+    fake.queue = [make_row(tmp_path, dag_dir, 1, bash_command="sleep 0.2"),
+                  make_row(tmp_path, dag_dir, 2, bash_command="sleep 60")]
+    w = make_worker(tmp_path)
+    w.start()
+    w.run_once()
+    w.stop(timeout=1.5)
+    assert [(f["ti_id"], f["exit_code"]) for f in fake.finished] == [(1, 0)]  # finished in time: reported
+    assert [(r["ti_id"], r["try_number"], r["reason"]) for r in fake.released] == [(2, 1, "worker shut down")]
+    assert not w.children and not w.unreported
+
+
+def test_outage_backoff_is_capped_and_logged_once(caplog):
+    import logging
+    o = db.Outage(logging.getLogger("t"), first=0.5, cap=4.0)
+    delays = [o.failed("x", EngineError("down")) for _ in range(6)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0] and not o.due()
+    o.ok()
+    o.ok()
+    assert o.due() and o.delay == 0.5
+    msgs = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in msgs) == 1 and sum("reachable again" in m for m in msgs) == 1
 
 
 def test_declared_dead_kills_children_and_raises(fake, tmp_path, dag_dir):

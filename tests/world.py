@@ -1,28 +1,39 @@
-"""Write a reference World into the database directly (fast enough for property tests)."""
+"""Write a reference World into the database directly (fast enough for property tests).
+
+Dialect-neutral SQL: the same statements run on PostgreSQL and MySQL/MariaDB."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
+from engine import db
 from tests.reference import World
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-RESET = ("TRUNCATE task_instance, task_instance_history, dag_run, task_dependency, task, dag, pool, executor "
-         "RESTART IDENTITY CASCADE")
+# Children first (foreign keys). DELETE, not TRUNCATE: MySQL's TRUNCATE is DDL (slow, and refused
+# on a table another one references); every row below is inserted with an explicit id.
+TABLES = ["task_instance_history", "task_instance", "dag_run", "task_dependency", "task", "dag", "pool", "executor"]
+
+
+def reset(conn) -> None:
+    for table in TABLES:
+        conn.execute(sa.text(f"DELETE FROM {table}"))
 
 
 def load_world(eng, w: World) -> None:
     with eng.begin() as c:
-        c.execute(sa.text(RESET))
+        reset(c)
         for name, limit in w.parallelism.items():
             c.execute(sa.text("INSERT INTO executor (name, parallelism) VALUES (:n, :p)"), {"n": name, "p": limit})
         for name, (slots, inc) in w.pools.items():
             c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:n, :s, :i)"),
                       {"n": name, "s": slots, "i": inc})
         for dag_id, (max_tasks, paused) in w.dags.items():
-            c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks, is_paused) VALUES (:d, 'x', :m, :p)"),
-                      {"d": dag_id, "m": max_tasks, "p": paused})
+            c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks, is_paused, is_draining) "
+                              "VALUES (:d, 'x', :m, :p, :dr)"),
+                      {"d": dag_id, "m": max_tasks, "p": paused, "dr": dag_id in w.draining})
+        c.execute(sa.text("UPDATE deployment SET is_draining = :dr"), {"dr": w.drain_all})
         for (dag_id, task_id), (per_dag, per_run) in w.tasks.items():
             c.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, bash_command, pool, max_active_tis_per_dag, "
                               "max_active_tis_per_dagrun) VALUES (:d, :t, 'bash', 'true', 'default_pool', :a, :b)"),
@@ -34,15 +45,17 @@ def load_world(eng, w: World) -> None:
         if w.tis:
             c.execute(sa.text(
                 "INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, "
-                "pool, pool_slots, queue, executor, run_after) "
-                "SELECT :id, :run, :dag_id, 'run' || CAST(:run AS text), :task_id, :map_index, :state, :pw, :pool, :ps, "
-                "'default', :ex, r.run_after FROM dag_run r WHERE r.id = :run"),
-                [{"id": t.id, "run": t.run, "dag_id": t.dag_id, "task_id": t.task_id, "map_index": t.map_index,
-                  "state": t.state, "pw": t.priority_weight, "pool": t.pool, "ps": t.pool_slots, "ex": t.executor}
+                "pool, pool_slots, queue, executor, run_after, next_method) "
+                "VALUES (:id, :run, :dag_id, :run_id, :task_id, :map_index, :state, :pw, :pool, :ps, 'default', :ex, "
+                ":run_after, :nm)"),
+                [{"id": t.id, "run": t.run, "dag_id": t.dag_id, "run_id": f"run{t.run}", "task_id": t.task_id,
+                  "map_index": t.map_index, "state": t.state, "pw": t.priority_weight, "pool": t.pool,
+                  "ps": t.pool_slots, "ex": t.executor, "run_after": T0 + timedelta(minutes=w.runs[t.run][2]),
+                  "nm": "resume" if t.resuming else None}
                  for t in w.tis])
 
 
 def queue(eng, max_tis: int) -> list[int]:
-    with eng.begin() as c:
-        rows = c.execute(sa.text("SELECT ti_id FROM queue_tis_v1(:m, NULL, NULL)"), {"m": max_tis}).all()
+    with db.connect(eng) as c:
+        rows = db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None).all()
     return [r.ti_id for r in rows]

@@ -7,7 +7,8 @@
 -- never has more than max_active_runs runs `running`; a started run has exactly one TI per
 -- task (per map index for mapped tasks), in state 'none'.
 -- Callers may assume: it never waits on another scheduler; it returns how many runs it
--- created and how many it started. Paused or inactive DAGs get no new runs and start none.
+-- created and how many it started. Paused, draining (dag.is_draining, or every DAG while
+-- deployment.is_draining) or inactive DAGs get no new runs and start none.
 --
 -- Data intervals are Airflow's: the run with logical date L covers [L, next(L)) and is
 -- created once next(L) <= now. Without catchup, only the latest complete interval is run.
@@ -25,12 +26,16 @@ DECLARE
     v_n        int;
     v_created  int := 0;
     v_started  int := 0;
+    v_drain_all boolean;
 BEGIN
+    SELECT coalesce(bool_or(dp.is_draining), false) INTO v_drain_all FROM deployment dp;
+
     -- 1. Due cron runs.
     FOR d IN
         SELECT dg.dag_id, dg.schedule, dg.start_date, dg.catchup, dg.max_active_runs, dg.next_dagrun
         FROM dag dg
-        WHERE dg.is_active AND NOT dg.is_paused AND dg.schedule IS NOT NULL
+        WHERE dg.is_active AND NOT dg.is_paused AND NOT dg.is_draining AND NOT v_drain_all
+          AND dg.schedule IS NOT NULL
           AND (dg.next_dagrun_create_after IS NULL OR dg.next_dagrun_create_after <= v_now)
         ORDER BY dg.dag_id
         FOR UPDATE SKIP LOCKED
@@ -69,7 +74,7 @@ BEGIN
     FOR d IN
         SELECT dg.dag_id, dg.max_active_runs
         FROM dag dg
-        WHERE dg.is_active AND NOT dg.is_paused
+        WHERE dg.is_active AND NOT dg.is_paused AND NOT dg.is_draining AND NOT v_drain_all
           AND EXISTS (SELECT 1 FROM dag_run r WHERE r.dag_id = dg.dag_id AND r.state = 'queued')
         ORDER BY dg.dag_id
         FOR UPDATE SKIP LOCKED

@@ -1,29 +1,33 @@
 -- limit_usage: every limited partition of DESIGN section 4 with its cap, what is used and what
 -- is free, counted exactly as queue_tis_v1 counts (it reads this view). One row per
---   pool      key = pool name        used = sum(pool_slots) of queued + running TIs, plus deferred
---                                           ones when the pool has include_deferred; slots -1 = no row
---   run       key = dag_run id       used = queued + running TIs of the run (DAG max_active_tasks)
---   task      key = dag_id.task_id   used = queued + running TIs of the task in all runs
---   task_run  key = run_id.task_id   used = queued + running TIs of the task in one run
---   executor  key = executor name    used = queued + running TIs of the executor (parallelism)
+--   pool      key = pool name        used = sum(pool_slots) of active TIs; slots -1 = no row
+--   run       key = dag_run id       used = active TIs of the run (DAG max_active_tasks)
+--   task      key = dag_id.task_id   used = active TIs of the task in all runs
+--   task_run  key = run_id.task_id   used = active TIs of the task in one run
+--   executor  key = executor name    used = active TIs of the executor (parallelism)
+-- Active: queued or running, and deferred in a pool with include_deferred. Such a deferred TI
+-- keeps its whole place (every limit, not only the pool), so fire_trigger_v1 can put it back
+-- to `queued` without adding to any count (docs/deferral.md); elsewhere a deferred TI holds nothing.
 -- Partitions without a limit (NULL) have no row: unlimited.
 CREATE VIEW limit_usage AS
 WITH active AS (  -- the few TIs that hold capacity, read once through the state-leading index
-    SELECT ti.dag_run_id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.executor, ti.state
+    SELECT ti.dag_run_id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.executor, ti.state,
+           (ti.state <> 'deferred' OR coalesce(p.include_deferred, false)) AS holds
     FROM task_instance ti
+    LEFT JOIN pool p ON p.name = ti.pool
     WHERE ti.state IN ('queued', 'running', 'deferred')
 ), by_pool AS (
     SELECT a.pool, sum(a.pool_slots) FILTER (WHERE a.state <> 'deferred') AS slots,
            sum(a.pool_slots) FILTER (WHERE a.state = 'deferred') AS deferred_slots
     FROM active a GROUP BY a.pool
 ), by_run AS (
-    SELECT a.dag_run_id, count(*) AS n FROM active a WHERE a.state <> 'deferred' GROUP BY a.dag_run_id
+    SELECT a.dag_run_id, count(*) AS n FROM active a WHERE a.holds GROUP BY a.dag_run_id
 ), by_task AS (
-    SELECT a.dag_id, a.task_id, count(*) AS n FROM active a WHERE a.state <> 'deferred' GROUP BY a.dag_id, a.task_id
+    SELECT a.dag_id, a.task_id, count(*) AS n FROM active a WHERE a.holds GROUP BY a.dag_id, a.task_id
 ), by_task_run AS (
-    SELECT a.dag_run_id, a.task_id, count(*) AS n FROM active a WHERE a.state <> 'deferred' GROUP BY a.dag_run_id, a.task_id
+    SELECT a.dag_run_id, a.task_id, count(*) AS n FROM active a WHERE a.holds GROUP BY a.dag_run_id, a.task_id
 ), by_executor AS (
-    SELECT a.executor, count(*) AS n FROM active a WHERE a.state <> 'deferred' GROUP BY a.executor
+    SELECT a.executor, count(*) AS n FROM active a WHERE a.holds GROUP BY a.executor
 )
 SELECT 'pool'::text AS kind, p.name AS key, p.slots AS cap, u.used, p.slots - u.used AS free
 FROM pool p

@@ -1,7 +1,10 @@
 -- queue_tis_v1(max_tis, job_id, now, page_factor): the critical section. Queue exactly the TIs
 -- the greedy rule of DESIGN section 5 picks, mark them `queued` and return them.
 --
--- THE RULE. Candidates are the scheduled TIs of running runs of unpaused DAGs, in the order
+-- THE RULE. Candidates are the scheduled TIs of running runs of DAGs that are neither paused
+-- nor draining (dag.is_draining, or deployment.is_draining for every DAG), plus the resumes
+-- (scheduled TIs with a next_method: their trigger fired) of any running run, paused or
+-- draining DAG or not, in the order
 -- priority_weight DESC, run_after, map_index, id. Walk them in that order and queue a TI iff
 -- queuing it keeps every limit (view limit_usage: pool slots summed by pool_slots with
 -- include_deferred, slots -1 = unlimited; the run's max_active_tasks; the task's
@@ -18,7 +21,7 @@
 --  2. Cut: where a pool's page was full, candidates beyond its last row are unknown, so the
 --     batch ends at the earliest such last row (in queue order). The next batch starts after it.
 --  3. Prune candidates whose run, task or executor is already full or whose run/DAG is not
---     eligible: greedy would refuse them anyway.
+--     eligible (paused or draining, unless the TI resumes): greedy would refuse them anyway.
 --  4. Decide the batch with window passes. With running sums per partition in queue order:
 --       accept  if the demand of everything not rejected, up to and including it, fits every
 --               limit (greedy can only have taken less ahead of it, so greedy takes it);
@@ -33,7 +36,8 @@
 --
 -- LOCK: the row scheduler_lock('queue_tis'), FOR UPDATE NOWAIT, held until commit. Only this
 -- function turns a scheduled TI into a queued one (the only move that adds to a limit's usage),
--- so while it holds the lock the counts it read cannot grow. A caller that cannot take the lock
+-- so while it holds the lock the counts it read cannot grow. (fire_trigger_v1 also queues, a
+-- deferred TI of an include_deferred pool, but that TI is already counted by every limit.) A caller that cannot take the lock
 -- gets SQLSTATE 55P03 (lock_not_available) at once; the scheduler reports "busy" and goes on.
 -- INVARIANT: no limit is exceeded; a TI is queued once (compare-and-set on 'scheduled').
 -- CALLERS MAY ASSUME: the returned TIs are queued and stamped (queued_by_job_id, queued_at), in
@@ -53,6 +57,7 @@ DECLARE
     v_first_open int;                    -- rank of the first undecided candidate of the batch
     v_factor   int := p_page_factor;     -- page rows per free slot; doubles batch after batch
     v_accepted bigint[] := '{}';
+    v_drain_all boolean;                 -- the whole deployment drains
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     k_pw int; k_after timestamptz; k_map int; k_id bigint;
 BEGIN
@@ -83,6 +88,8 @@ BEGIN
 
     -- A second call in the same transaction finds the scratch tables still filled.
     DELETE FROM qt_cap; DELETE FROM qt_page; DELETE FROM qt_cand;
+
+    SELECT coalesce(bool_or(dp.is_draining), false) INTO v_drain_all FROM deployment dp;
 
     -- Free capacity of every limited partition, read once (no row: unlimited).
     INSERT INTO qt_cap SELECT u.kind, u.key, u.free FROM limit_usage u;
@@ -137,7 +144,7 @@ BEGIN
                kp.free, kr.free, kt.free, km.free, ke.free, 'u'
         FROM qt_page g
         JOIN dag_run r ON r.id = g.dag_run_id AND r.state = 'running'
-        JOIN dag d ON d.dag_id = g.dag_id AND NOT d.is_paused
+        JOIN dag d ON d.dag_id = g.dag_id
         LEFT JOIN qt_cap kp ON kp.kind = 'pool' AND kp.key = g.pool
         LEFT JOIN qt_cap kr ON kr.kind = 'run' AND kr.key = g.dag_run_id::text
         LEFT JOIN qt_cap kt ON kt.kind = 'task' AND kt.key = g.dag_id || '.' || g.task_id
@@ -147,7 +154,9 @@ BEGIN
           AND (kr.free IS NULL OR kr.free >= 1)
           AND (kt.free IS NULL OR kt.free >= 1)
           AND (km.free IS NULL OR km.free >= 1)
-          AND (ke.free IS NULL OR ke.free >= 1);
+          AND (ke.free IS NULL OR ke.free >= 1)
+          AND ((NOT d.is_paused AND NOT d.is_draining AND NOT v_drain_all)
+               OR EXISTS (SELECT 1 FROM task_instance x WHERE x.id = g.id AND x.next_method IS NOT NULL));
         DELETE FROM qt_page;
 
         -- 4. Passes until the first v_left accepted are known (max_tis aside, see below).

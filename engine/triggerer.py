@@ -1,0 +1,209 @@
+"""The triggerer service (`engine triggerer`): runs the triggers of deferred TIs as asyncio tasks,
+thousands at once in one process, and reports each event or error through fire_trigger_v1.
+The database decides what a fired trigger means (queued with its slot, scheduled with a
+priority boost, or a failed try); this module only runs triggers (docs/deferral.md).
+
+One pass, `run_once()`: report what fired (fire_trigger_v1, in batches), heartbeat, then
+claim_triggers_v1 (which also fails timed-out triggers and takes over the triggers of dead
+triggerers), start what was claimed and cancel what this job no longer owns (fired elsewhere,
+e.g. by `engine events send`, or taken over while this process stalled). `loop()` repeats it
+every triggerer_poll_interval and reports a fired trigger at once. Database calls run in a
+thread, so triggers keep running meanwhile, and ride out outages like the worker's.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine import db
+from engine.db import DB_DOWN
+from engine.jobs import Job, beat_interval
+from engine.triggers import first_event, load_trigger, set_clock_offset
+
+log = logging.getLogger("engine.triggerer")
+REPORT_BATCH = 500   # fire_trigger_v1 calls per transaction
+GATHER_DELAY = 0.02  # after a trigger fires, wait this long for others to fire with it
+
+
+@dataclass
+class Fired:
+    trigger_id: int
+    event: object
+    error: str | None
+
+
+class Triggerer:
+    def __init__(self, eng, cfg, capacity: int | None = None):
+        self.eng, self.cfg = eng, cfg
+        self.capacity = capacity or cfg.triggerer_capacity
+        self.job = Job(eng, "triggerer", beat_interval(cfg))
+        self.tasks: dict[int, asyncio.Task] = {}
+        self.fired: list[Fired] = []          # ended, not yet reported (oldest first)
+        self.outage = db.Outage(log, "triggers keep running, retrying")
+        self.stopping = False
+        self._wake: asyncio.Event | None = None
+
+    # ---- database calls (run in a thread) ------------------------------------------------------
+    async def _db(self, doing: str, fn, default=None):
+        if not self.outage.due():
+            return default
+        try:
+            result = await asyncio.to_thread(fn)
+        except DB_DOWN as exc:
+            self.outage.failed(doing, exc)
+            return default
+        self.outage.ok()
+        return result
+
+    def _fire(self, batch: list[Fired], now=None) -> list:
+        with db.connect(self.eng) as conn:
+            return [db.run(conn, "fire_trigger", trigger_id=f.trigger_id, error=f.error, now=now,
+                           event=None if f.error is not None else json.dumps(f.event),
+                           boost=self.cfg.resume_priority_boost).scalar_one() for f in batch]
+
+    def _claim(self, limit: int, now=None):
+        with db.connect(self.eng) as conn:
+            rows = [dict(r._mapping) for r in db.run(conn, "claim_triggers", job_id=self.job.id, limit=max(limit, 0),
+                                                     threshold=self.cfg.job_heartbeat_threshold, now=now)]
+            owned = set(db.run(conn, "owned_triggers", job_id=self.job.id).scalars())
+            before = datetime.now(timezone.utc)
+            db_now = db.run(conn, "db_now").scalar_one()
+            after = datetime.now(timezone.utc)
+        set_clock_offset((db_now - (before + (after - before) / 2)).total_seconds())
+        return rows, owned
+
+    async def report(self, now=None) -> int:
+        """Report every ended trigger, oldest first; keep them while the database is down."""
+        done = 0
+        while self.fired:
+            batch = self.fired[:REPORT_BATCH]
+            states = await self._db("reporting fired triggers", lambda: self._fire(batch, now))
+            if states is None:
+                break
+            del self.fired[:len(batch)]
+            done += len(batch)
+            for f, state in zip(batch, states):
+                log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else "fired",
+                         state or "nothing to resume")
+        return done
+
+    # ---- triggers --------------------------------------------------------------------------------
+    def _start(self, row: dict) -> None:
+        tid = row["trigger_id"]
+        try:
+            folder = str(Path(row["fileloc"]).parent) if row.get("fileloc") else None
+            trigger = load_trigger(row["classpath"], row["kwargs"], folder)
+            trigger.created_at = row["created_at"]
+        except Exception as exc:  # noqa: BLE001 - any error of user code is the trigger's failure
+            self.fired.append(Fired(tid, None, f"trigger could not be loaded: {type(exc).__name__}: {exc}"))
+            return
+        self.tasks[tid] = asyncio.create_task(self._run(tid, trigger), name=f"trigger-{tid}")
+
+    async def _run(self, tid: int, trigger) -> None:
+        try:
+            event = await first_event(trigger)
+            json.dumps(event)  # must travel as JSON
+            self.fired.append(Fired(tid, event, None))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.warning("trigger %s (%s) raised %s: %s", tid, type(trigger).__name__, type(exc).__name__, exc)
+            self.fired.append(Fired(tid, None, f"trigger failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self.tasks.pop(tid, None)
+            if self._wake is not None:
+                self._wake.set()
+
+    async def _cancel(self, ids) -> None:
+        tasks = [self.tasks.pop(i) for i in list(ids) if i in self.tasks]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ---- the service -----------------------------------------------------------------------------
+    async def run_once(self, now=None) -> dict:
+        counts = {"claimed": 0, "fired": 0, "cancelled": 0, "running": len(self.tasks)}
+        if self.job.id is None and await self._db("registering the triggerer", self.job.register) is None:
+            return counts
+        counts["fired"] = await self.report(now)
+        if not await self._db("heartbeating", lambda: self.job.heartbeat(now=now), True):
+            # Another triggerer judged us dead and may run our triggers: drop them, start afresh.
+            log.error("triggerer job %s was declared dead; dropping %s trigger(s), registering again",
+                      self.job.id, len(self.tasks))
+            counts["cancelled"] += len(self.tasks)
+            await self._cancel(list(self.tasks))
+            if await self._db("registering the triggerer", self.job.register) is None:
+                return counts
+        free = 0 if self.stopping else self.capacity - len(self.tasks)
+        claimed = await self._db("claiming triggers", lambda: self._claim(free, now))
+        if claimed is not None:
+            rows, owned = claimed
+            gone = [i for i in self.tasks if i not in owned]
+            counts["cancelled"] += len(gone)
+            await self._cancel(gone)
+            for row in rows:
+                if row["trigger_id"] not in self.tasks:
+                    self._start(row)
+                    counts["claimed"] += 1
+        counts["fired"] += await self.report(now)  # triggers that could not even load
+        counts["running"] = len(self.tasks)
+        return counts
+
+    async def stop(self) -> None:
+        """Cancel the triggers, report what already fired, hand the rest back, finish the job."""
+        self.stopping = True
+        await self._cancel(list(self.tasks))
+        self.outage.retry_at = 0.0
+        await self.report()
+        if self.job.id is not None:
+            def release():
+                with db.connect(self.eng) as conn:
+                    db.run(conn, "release_triggers", job_id=self.job.id)
+                self.job.finish()
+            await self._db("handing triggers back", release)
+        log.info("triggerer job %s stopped", self.job.id)
+
+    async def loop(self, max_passes: int | None = None) -> None:
+        """Pass every triggerer_poll_interval until SIGTERM/SIGINT; report fired triggers at once."""
+        self._wake = asyncio.Event()
+        aio = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                aio.add_signal_handler(sig, self._on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+        passes, next_pass = 0, 0.0
+        try:
+            while not self.stopping and (max_passes is None or passes < max_passes):
+                if time.monotonic() >= next_pass:
+                    counts = await self.run_once()
+                    passes += 1
+                    next_pass = time.monotonic() + self.cfg.triggerer_poll_interval
+                    if counts["claimed"] or counts["fired"] or counts["cancelled"]:
+                        log.info("pass %s", counts)
+                elif self.fired:
+                    await asyncio.sleep(GATHER_DELAY)
+                    await self.report()
+                self._wake.clear()
+                if self.stopping or (self.fired and self.outage.due()):
+                    continue  # report what fired meanwhile at once
+                try:
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, next_pass - time.monotonic()))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await self.stop()
+
+    def _on_signal(self) -> None:
+        self.stopping = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def run(self, max_passes: int | None = None) -> None:
+        asyncio.run(self.loop(max_passes))

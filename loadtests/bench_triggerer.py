@@ -1,0 +1,174 @@
+"""Benchmark of the triggerer: many concurrent time triggers in one `engine triggerer` process.
+
+    python loadtests/bench_triggerer.py [--database-url URL] [--triggers 10000] [--spread 10] [--lead 20]
+
+N running TIs defer (through defer_ti_v1, as workers report it) to DateTimeTriggers whose moments
+are spread evenly over `spread` seconds, starting `lead` seconds after set-up (by the database
+clock); their pool has include_deferred, so fire_trigger_v1 queues each one at once. One real
+`engine triggerer` process claims them all, holds them as asyncio tasks and fires them. It measures
+  * fire-to-queued latency per TI: task_instance.queued_at - the trigger's moment (both by the
+    database clock): p50, p90, p99, max;
+  * how long the triggerer took to claim all N, and its memory: RSS while it holds all N
+    triggers, and its peak RSS (VmHWM) at the end.
+`--spread 0` fires all N at the same instant (the worst case). Writes
+loadtests/results/bench_triggerer.json (bench_triggerer_mysql.json on MySQL/MariaDB). Without
+--database-url it uses a throw-away embedded PostgreSQL; its engine tables are emptied otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import sqlalchemy as sa
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from engine import db, migrate  # noqa: E402
+
+TABLES = ["task_instance_history", "task_instance", "dag_run", "task_dependency", "task", "dag", "job"]
+
+
+def setup(eng, n: int, lead: float, spread: float) -> dict[int, datetime]:
+    """N running TIs, each deferred to a DateTimeTrigger; returns ti id -> its trigger's moment."""
+    trig = "`trigger`" if eng.dialect.name != "postgresql" else "trigger"
+    with eng.begin() as c:
+        for table in [trig] + TABLES:
+            c.execute(sa.text(f"DELETE FROM {table}"))
+        c.execute(sa.text("DELETE FROM pool WHERE name = 'bench'"))
+        c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES ('bench', :n, true)"), {"n": n})
+        c.execute(sa.text("UPDATE executor SET parallelism = NULL"))
+        c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES ('bench', 'bench', NULL)"))
+        c.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, python_callable, pool) "
+                          "VALUES ('bench', 'wait', 'python', 'x:y', 'bench')"))
+        now = c.execute(sa.text("SELECT now()")).scalar()
+        c.execute(sa.text("INSERT INTO dag_run (id, dag_id, run_id, run_type, state, run_after, created_at) "
+                          "VALUES (1, 'bench', 'r', 'manual', 'running', :t, :t)"), {"t": now})
+        c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                          "try_number, priority_weight, pool, pool_slots, queue, executor, run_after, start_date) "
+                          "VALUES (:id, 1, 'bench', 'r', 'wait', :m, 'running', 1, 1, 'bench', 1, 'default', "
+                          "'default', :t, :t)"), [{"id": i + 1, "m": i, "t": now} for i in range(n)])
+    first = now + timedelta(seconds=lead)
+    moments = {i + 1: first + timedelta(seconds=spread * i / max(n - 1, 1)) for i in range(n)}
+    ids = list(moments)
+    for k in range(0, n, 1000):
+        with db.connect(eng) as c:
+            for i in ids[k:k + 1000]:
+                db.run(c, "defer_ti", ti_id=i, try_number=1, classpath="engine.triggers:DateTimeTrigger",
+                       trigger_kwargs=json.dumps({"moment": moments[i].isoformat()}), method="resume",
+                       next_kwargs="{}", timeout=None, now=None)
+    return moments
+
+
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def percentile(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(p / 100 * len(values)) - 1))]
+
+
+def count(eng, text: str) -> int:
+    with eng.connect() as c:
+        return c.execute(sa.text(text)).scalar()
+
+
+def run(url: str, n: int, lead: float, spread: float) -> dict:
+    eng = db.make_engine(url)
+    trig = "`trigger`" if eng.dialect.name != "postgresql" else "trigger"
+    t0 = time.monotonic()
+    moments = setup(eng, n, lead, spread)
+    setup_s = time.monotonic() - t0
+    env = {**os.environ, "ENGINE_DATABASE_URL": url, "PYTHONPATH": str(REPO), "ENGINE_TRIGGERER_CAPACITY": str(n),
+           "ENGINE_TRIGGERER_POLL_INTERVAL": "1", "ENGINE_HOME": tempfile.mkdtemp(prefix="engine-bench-trig-")}
+    log = Path(env["ENGINE_HOME"]) / "triggerer.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "triggerer"], env=env, cwd=REPO,
+                                stdout=out, stderr=subprocess.STDOUT)
+    started = time.monotonic()
+    claim_s = rss_holding = None
+    samples = []
+    try:
+        deadline = started + lead + spread + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(f"the triggerer exited ({proc.returncode}); see {log}")
+            if claim_s is None and count(eng, f"SELECT count(*) FROM {trig} WHERE triggerer_job_id IS NOT NULL") >= n:
+                claim_s = time.monotonic() - started
+                time.sleep(0.5)
+                rss_holding = rss_kb(proc.pid)
+            samples.append(rss_kb(proc.pid))
+            if count(eng, "SELECT count(*) FROM task_instance WHERE state = 'queued'") >= n:
+                break
+            time.sleep(0.25)
+        peak = rss_kb(proc.pid, "VmHWM")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    with eng.connect() as c:
+        queued = dict(c.execute(sa.text("SELECT id, queued_at FROM task_instance WHERE state = 'queued'")).all())
+    eng.dispose()
+    lat = [(queued[i] - m).total_seconds() * 1000 for i, m in moments.items() if i in queued]
+    return {
+        "triggers": n, "spread_s": spread, "resumed": len(lat), "setup_s": round(setup_s, 1),
+        "claim_all_s": None if claim_s is None else round(claim_s, 2),
+        "fire_to_queued_ms": {"p50": round(percentile(lat, 50), 1), "p90": round(percentile(lat, 90), 1),
+                              "p99": round(percentile(lat, 99), 1), "max": round(max(lat), 1),
+                              "mean": round(statistics.fmean(lat), 1)} if lat else None,
+        "rss_mb_holding_all": None if rss_holding is None else round(rss_holding / 1024, 1),
+        "rss_mb_peak": round(peak / 1024, 1),
+        "rss_mb_max_sampled": round(max(samples or [0]) / 1024, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--database-url", help="a PostgreSQL or MySQL/MariaDB database (its engine tables are emptied!)")
+    ap.add_argument("--triggers", type=int, default=10000)
+    ap.add_argument("--spread", default="10,0", help="comma-separated: seconds over which the moments are spread")
+    ap.add_argument("--lead", type=float, default=20, help="seconds from set-up to the first moment")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")),
+                                               announce=False)
+    eng = db.make_engine(url)
+    db.ensure_database(eng)
+    migrate.upgrade(eng)
+    mysql = eng.dialect.name != "postgresql"
+    with eng.connect() as c:
+        server = c.execute(sa.text("SELECT VERSION()" if mysql else "SHOW server_version")).scalar()
+    eng.dispose()
+    server = (f"MariaDB {server}" if "mariadb" in server.lower() else f"MySQL {server}") if mysql else f"PostgreSQL {server}"
+    out = args.out or str(Path(__file__).parent / "results" / ("bench_triggerer_mysql.json" if mysql else
+                                                               "bench_triggerer.json"))
+    results = {"server": server, "runs": []}
+    for spread in [float(s) for s in args.spread.split(",")]:
+        r = run(url, args.triggers, args.lead, spread)
+        results["runs"].append(r)
+        lat = r["fire_to_queued_ms"] or {}
+        print(f"{r['triggers']:,} triggers over {spread:g} s: {r['resumed']:,} resumed; fire-to-queued p50 "
+              f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, max {lat.get('max')} ms; claimed all in "
+              f"{r['claim_all_s']} s; RSS {r['rss_mb_holding_all']} MB holding all, peak {r['rss_mb_peak']} MB",
+              flush=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2, default=str))
+    print(f"results: {out} ({server})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+-- MySQL: no UPDATE ... RETURNING; update, then select the row back.
+UPDATE dag SET is_paused = :paused WHERE dag_id = :dag_id AND is_active;
+SELECT dag_id FROM dag WHERE dag_id = :dag_id AND is_active

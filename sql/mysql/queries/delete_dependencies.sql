@@ -1,0 +1,1 @@
+DELETE FROM task_dependency WHERE dag_id = :dag_id

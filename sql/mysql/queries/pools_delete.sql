@@ -1,0 +1,1 @@
+DELETE FROM pool WHERE name = :name

@@ -1,0 +1,1 @@
+CALL requeue_stuck_v1(:timeout, :max_requeues, :now)

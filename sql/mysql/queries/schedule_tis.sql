@@ -1,0 +1,1 @@
+CALL schedule_tis_v1(:now, :batch)

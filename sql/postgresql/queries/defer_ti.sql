@@ -1,0 +1,3 @@
+-- A worker reports that a running try raised Defer (defer_ti_v1); kwargs travel as JSON text.
+SELECT defer_ti_v1(:ti_id, :try_number, :classpath, CAST(:trigger_kwargs AS jsonb), :method,
+                   CAST(:next_kwargs AS jsonb), :timeout, :now) AS state
