@@ -276,13 +276,13 @@ class Worker:
             self.children.remove(child)
             if child.reason and code in (0, 99, DEFER_EXIT_CODE):
                 code = -signal.SIGTERM  # killed by the worker: a failed try, whatever the task did on SIGTERM
-            defer = read_defer(child.defer_file)
+            defer = read_defer(child.defer_file)  # (and remove the file)
+            deferred = code == DEFER_EXIT_CODE and not child.timed_out
             reason = child.reason
-            if code == DEFER_EXIT_CODE and not child.timed_out and defer is None:
-                reason = "the task deferred but left no valid Defer for the worker"
-            self.unreported.append(Outcome(child.row["ti_id"], child.row["try_number"], code,
-                                           child.timed_out, reason, child.release,
-                                           defer if code == DEFER_EXIT_CODE and not child.timed_out else None))
+            if deferred and defer is None:
+                reason = "the task deferred but left no valid Defer for the worker"  # a failed try
+            self.unreported.append(Outcome(child.row["ti_id"], child.row["try_number"], code, child.timed_out,
+                                           reason, child.release, defer if deferred else None))
             finished += 1
         return finished
 

@@ -82,8 +82,7 @@ def _url(conn: dict, dbname: str) -> str:
 
 pg = factories.postgresql("pg_server", dbname="engine_test")
 
-# Until the MySQL port is complete, only PostgreSQL runs by default (ENGINE_TEST_DIALECTS).
-DIALECTS = os.environ.get("ENGINE_TEST_DIALECTS", "postgresql").split(",")
+DIALECTS = ["postgresql", "mysql"]
 MYSQL_URL = "mysql+pymysql://root@127.0.0.1:3306"
 
 

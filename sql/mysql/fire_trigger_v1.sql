@@ -20,7 +20,8 @@
 -- Callers may assume: calling it twice, or for a trigger nobody waits on, is harmless.
 -- MySQL: a FUNCTION that modifies data (see heartbeat_v1 about binary logging); no parameter
 -- defaults (the named query passes boost); `trigger` is a reserved word (quoted). The row
--- lookups use aggregates (always one row) rather than NOT FOUND. The new priority is computed
+-- lookups use aggregates (always one row) rather than NOT FOUND, and no subquery sits in an IF
+-- or SET (MariaDB reads those with shared locks). The new priority is computed
 -- in BIGINT arithmetic (MySQL's), capped like PostgreSQL's.
 CREATE FUNCTION fire_trigger_v1(p_trigger_id BIGINT, p_event JSON, p_error TEXT, p_now DATETIME(6), p_boost INT)
 RETURNS VARCHAR(20)
@@ -34,6 +35,7 @@ BEGIN
     DECLARE v_dag_id  VARCHAR(250);
     DECLARE v_task_id VARCHAR(250);
     DECLARE v_pool    VARCHAR(250);
+    DECLARE v_keeps   BOOLEAN;
 
     SELECT COUNT(*), MAX(g.ti_id) INTO v_found, v_ti
     FROM `trigger` g WHERE g.id = p_trigger_id AND g.fired_at IS NULL FOR UPDATE;
@@ -56,7 +58,9 @@ BEGIN
         RETURN finish_ti_v1(v_id, v_try, NULL, FALSE, p_error, v_now);
     END IF;
 
-    IF COALESCE((SELECT p.include_deferred FROM pool p WHERE p.name = v_pool), FALSE) THEN
+    -- A plain SELECT ... INTO: a subquery inside IF would take a shared lock on the pool row.
+    SELECT COALESCE(MAX(p.include_deferred), FALSE) INTO v_keeps FROM pool p WHERE p.name = v_pool;
+    IF v_keeps THEN
         UPDATE task_instance
         SET state = 'queued', queued_at = v_now, queued_by_job_id = NULL, updated_at = v_now,
             state_reason = 'resumed: trigger fired; kept its slot'

@@ -119,7 +119,9 @@ BEGIN
     END IF;
     SELECT COUNT(*) INTO v_locked FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE SKIP LOCKED;
     IF v_locked = 0 THEN
-        IF NOT EXISTS (SELECT 1 FROM scheduler_lock l WHERE l.name = 'queue_tis') THEN
+        -- (A plain SELECT: a subquery in IF would take a shared lock and wait, in MariaDB.)
+        SELECT COUNT(*) INTO v_locked FROM scheduler_lock l WHERE l.name = 'queue_tis';
+        IF v_locked = 0 THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'scheduler_lock row queue_tis is missing; run `engine db upgrade`';
         END IF;
         SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 3572,

@@ -46,6 +46,7 @@ BEGIN
     SET p_batch = COALESCE(p_batch, 100);
     CREATE TEMPORARY TABLE IF NOT EXISTS schedule_tis_v1_runs (id BIGINT PRIMARY KEY);
     CREATE TEMPORARY TABLE IF NOT EXISTS schedule_tis_v1_decided (id BIGINT PRIMARY KEY, new_state VARCHAR(20));
+    CREATE TEMPORARY TABLE IF NOT EXISTS schedule_tis_v1_finished (id BIGINT PRIMARY KEY, new_state VARCHAR(20));
     DELETE FROM schedule_tis_v1_runs;
 
     OPEN c_runs;
@@ -137,20 +138,26 @@ BEGIN
     END LOOP;
     DELETE FROM schedule_tis_v1_decided;
 
-    -- Finish runs whose TIs are all done.
-    UPDATE schedule_tis_v1_runs b
-    STRAIGHT_JOIN dag_run r ON b.id = r.id
-    SET r.state = CASE WHEN EXISTS (
-                SELECT 1 FROM task_instance ti
-                WHERE ti.dag_run_id = r.id AND ti.state IN ('failed', 'upstream_failed')
-                  AND NOT EXISTS (SELECT 1 FROM task_dependency dep
-                                  WHERE dep.dag_id = ti.dag_id AND dep.upstream_task_id = ti.task_id))
-            THEN 'failed' ELSE 'success' END,
-        r.end_date = v_now
-    WHERE r.state = 'running'
-      AND NOT EXISTS (SELECT 1 FROM task_instance ti
-                      WHERE ti.dag_run_id = r.id
+    -- Finish runs whose TIs are all done. The verdicts are read first (INSERT ... SELECT reads
+    -- without locks under READ COMMITTED, as PostgreSQL's subqueries do), then applied: a
+    -- subquery inside a multi-table UPDATE would take shared locks on the TIs it reads (MariaDB).
+    DELETE FROM schedule_tis_v1_finished;
+    INSERT INTO schedule_tis_v1_finished (id, new_state)
+    SELECT b.id,
+           CASE WHEN EXISTS (
+                    SELECT 1 FROM task_instance ti
+                    WHERE ti.dag_run_id = b.id AND ti.state IN ('failed', 'upstream_failed')
+                      AND NOT EXISTS (SELECT 1 FROM task_dependency dep
+                                      WHERE dep.dag_id = ti.dag_id AND dep.upstream_task_id = ti.task_id))
+                THEN 'failed' ELSE 'success' END
+    FROM schedule_tis_v1_runs b
+    WHERE NOT EXISTS (SELECT 1 FROM task_instance ti
+                      WHERE ti.dag_run_id = b.id
                         AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed'));
+    UPDATE schedule_tis_v1_finished f
+    STRAIGHT_JOIN dag_run r ON f.id = r.id
+    SET r.state = f.new_state, r.end_date = v_now
+    WHERE r.state = 'running';
     SET v_finished = ROW_COUNT();
 
     UPDATE schedule_tis_v1_runs b
