@@ -60,6 +60,8 @@ def resolve_url(cfg, announce: bool = True) -> str:
     url = cfg.database_url or embedded_url(cfg.home_path, announce=announce)
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    elif url.startswith("mysql://") or url.startswith("mariadb://"):
+        url = "mysql+pymysql://" + url.split("://", 1)[1]  # the driver the engine is tested with
     return url
 
 

@@ -72,6 +72,25 @@ def test_sync_trigger_tick_worker_status(db_url, dags_dir, tmp_path):
     assert "== pools" in r.stdout and "default_pool" in r.stdout
 
 
+def test_missing_database_is_one_line_and_db_upgrade_creates_it_on_mysql(db_url, dialect):
+    import sqlalchemy as sa
+    missing = sa.engine.make_url(db_url).set(database=sa.engine.make_url(db_url).database + "_missing")
+    url = missing.render_as_string(hide_password=False)
+    r = engine(url, "dags", "list")
+    assert_one_line_error(r, "does not exist")
+    if dialect != "mysql":
+        return  # PostgreSQL databases are made with createdb
+    try:
+        r = engine(url, "db", "upgrade")
+        assert r.returncode == 0 and "created database" in r.stdout, r.stderr
+        assert engine(url, "dags", "list").returncode == 0
+    finally:
+        admin = sa.create_engine(missing._replace(database=None))
+        with admin.begin() as c:
+            c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{missing.database}`")
+        admin.dispose()
+
+
 def sql_state(db_url):
     import sqlalchemy as sa
     e = sa.create_engine(db_url)
@@ -158,7 +177,8 @@ def test_bad_command_input(db_url, dags_dir):
 
 
 def test_unreachable_database_is_one_line():
-    r = engine("postgresql+psycopg://nobody@127.0.0.1:1/none", "dags", "list")
-    assert_one_line_error(r, "unreachable", "ENGINE_DATABASE_URL")
+    for url in ("postgresql+psycopg://nobody@127.0.0.1:1/none", "mysql+pymysql://nobody@127.0.0.1:1/none"):
+        r = engine(url, "dags", "list")
+        assert_one_line_error(r, "unreachable", "ENGINE_DATABASE_URL")
     r = engine("notadb://x", "tick")
     assert_one_line_error(r, "notadb")
