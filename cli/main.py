@@ -165,7 +165,10 @@ def db_current(c: Context):
 @handle_errors
 def db_check(c: Context):
     """List missing, drifted or outdated procedures; exit 1 if any."""
-    with db.connect(c.engine(migrated=False)) as conn:
+    eng = c.engine(migrated=False)
+    if migrate.current(eng) is None:
+        raise EngineError("the database has no engine schema yet; run `engine db upgrade`")
+    with db.connect(eng) as conn:
         findings = procedures.check(conn)
     click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))
     bad = [f for f in findings if f.status != "ok"]
@@ -186,10 +189,12 @@ def dags():
 @handle_errors
 def dags_sync(c: Context, path):
     """Parse the DAG files under PATH and store their definitions (all or nothing)."""
+    from engine.dagbag import load_dags
     from engine.dagsync import sync
 
     path = path or c.cfg().dags_folder
-    result = sync(c.engine(), path)
+    dags = load_dags(path)  # bad files fail here, before any database is touched or started
+    result = sync(c.engine(), path, dags)
     click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
                + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
 

@@ -50,10 +50,12 @@ def _check_targets(conn, dags: list[dict]) -> None:
                       f"lower pool_slots or `engine pools set {bad.pool} {bad.pool_slots}`")
 
 
-def sync(eng, path: str | Path) -> dict:
-    """Write every DAG found under ``path``; return {"synced": [...], "deactivated": [...]}."""
+def sync(eng, path: str | Path, dags: list[dict] | None = None) -> dict:
+    """Write every DAG found under ``path`` (or the already loaded ``dags`` of it);
+    return {"synced": [...], "deactivated": [...]}."""
     root = Path(path).resolve()
-    dags = load_dags(root)  # raises EngineError before anything is written
+    if dags is None:
+        dags = load_dags(root)  # raises EngineError before anything is written
     with db.connect(eng) as conn:
         _check_targets(conn, dags)
         for d in dags:

@@ -98,10 +98,14 @@ def _drop_sql(kind: str, name: str) -> str:
 
 
 def _execute_script(conn, text: str) -> None:
-    # The raw DB-API cursor, so '%' in a function body is not taken for a parameter.
+    # The raw DB-API cursor, so '%' in a function body is not taken for a parameter. Its
+    # errors are wrapped like SQLAlchemy's own, so callers and the CLI see one kind of error.
     dbapi = conn.connection.dbapi_connection
-    with dbapi.cursor() as cur:
-        cur.execute(text)
+    try:
+        with dbapi.cursor() as cur:
+            cur.execute(text)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(text[:200], None, exc, conn.dialect.loaded_dbapi.Error) from exc
 
 
 def install_one(conn, name: str, revision: str) -> None:
@@ -201,11 +205,13 @@ def check(conn) -> list[Finding]:
 
 
 def repair(conn) -> list[str]:
-    """Reinstall every object :func:`check` does not report ok; returns their names.
-    Repeats while something is left to do, since replacing a view may drop its dependents."""
+    """Reinstall every recorded object :func:`check` does not report ok (drifted, missing,
+    outdated); returns their names. An object no migration installed stays not-installed: a
+    new object needs a revision. Repeats while something is left to do, since replacing a
+    view may drop its dependents."""
     fixed: list[str] = []
     for _ in range(3):
-        todo = [f.name for f in check(conn) if f.status != "ok"]
+        todo = [f.name for f in check(conn) if f.status not in ("ok", "not-installed")]
         if not todo:
             break
         for name in todo:

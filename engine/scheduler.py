@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 
 import sqlalchemy as sa
 
@@ -52,7 +52,6 @@ class Scheduler:
         """One scheduling pass. ``now`` replaces the database clock (tests inject time)."""
         self.start()
         started = time.monotonic()
-        started_at = datetime.now(timezone.utc)
         busy: list[str] = []
         cfg = self.cfg
         if not self.job.heartbeat(now=now):
@@ -92,7 +91,7 @@ class Scheduler:
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
         with db.connect(self.eng) as conn:
-            db.run(conn, "record_tick", job_id=self.job.id, hostname=self.job.hostname, started_at=started_at,
+            db.run(conn, "record_tick", job_id=self.job.id, hostname=self.job.hostname,
                    duration_ms=summary["duration_ms"], runs_created=created.runs_created,
                    runs_started=created.runs_started, tis_scheduled=sched.tis_scheduled,
                    tis_queued=len(queued), runs_finished=sched.runs_finished, busy=",".join(busy) or None)

@@ -72,3 +72,16 @@ def test_downgrade_to_base_and_back(eng):
         assert procedures.installed_routines(conn) == set()
     migrate.upgrade(eng)
     assert migrate.current(eng) == migrate.head()
+
+
+def test_db_check_on_an_empty_database_says_to_upgrade(db_url):
+    import subprocess
+    import sys
+
+    from engine import db
+    eng = db.make_engine(db_url)
+    migrate.downgrade(eng, "base")
+    eng.dispose()
+    r = subprocess.run([sys.executable, "-m", "cli.main", "--database-url", db_url, "db", "check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.strip() == "error: the database has no engine schema yet; run `engine db upgrade`"
