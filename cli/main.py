@@ -80,6 +80,13 @@ def handle_errors(fn):
 pass_ctx = click.make_pass_decorator(Context)
 
 
+def parse_json_option(option: str, value: str, example: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise EngineError(f"{option} is not valid JSON ({exc.msg} at position {exc.pos}); pass {example}") from None
+
+
 def table(rows, headers) -> str:
     rows = [["" if v is None else str(v) for v in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -216,10 +223,7 @@ def dags_list(c: Context):
 @handle_errors
 def dags_trigger(c: Context, dag_id, conf, run_id):
     """Create a manual run of DAG_ID."""
-    try:
-        parsed = json.loads(conf) if conf else {}
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"--conf is not valid JSON ({exc.msg} at position {exc.pos}); pass an object like '{{\"k\": 1}}'") from None
+    parsed = parse_json_option("--conf", conf, "an object like '{\"k\": 1}'") if conf else {}
     if not isinstance(parsed, dict):
         raise EngineError("--conf must be a JSON object like '{\"k\": 1}'")
     with db.connect(c.engine()) as conn:
@@ -227,11 +231,16 @@ def dags_trigger(c: Context, dag_id, conf, run_id):
     click.echo(f"triggered {dag_id} run {row.run_id}")
 
 
-def _set_paused(c: Context, dag_id: str, paused: bool) -> None:
+def update_dag(c: Context, query: str, dag_id: str, **params) -> None:
+    """Run a named statement that updates one active DAG (it returns the dag_id it changed)."""
     with db.connect(c.engine()) as conn:
-        found = db.run(conn, "dag_set_paused", dag_id=dag_id, paused=paused).first()
+        found = db.run(conn, query, dag_id=dag_id, **params).first()
     if not found:
         raise EngineError(f"unknown DAG {dag_id!r}; see `engine dags list`")
+
+
+def _set_paused(c: Context, dag_id: str, paused: bool) -> None:
+    update_dag(c, "dag_set_paused", dag_id, paused=paused)
     click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
 
 
@@ -372,11 +381,7 @@ def events():
 @handle_errors
 def events_send(c: Context, key, payload):
     """Fire every EventTrigger waiting for KEY now (events are not stored)."""
-    try:
-        parsed = json.loads(payload) if payload is not None else None
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"--payload is not valid JSON ({exc.msg} at position {exc.pos}); "
-                          "pass e.g. '{\"rows\": 10}' or '\"done\"'") from None
+    parsed = parse_json_option("--payload", payload, "e.g. '{\"rows\": 10}' or '\"done\"'") if payload is not None else None
     cfg = c.cfg()
     with db.connect(c.engine()) as conn:
         n = db.run(conn, "send_event", key=key, payload=json.dumps(parsed), now=None,
@@ -386,10 +391,7 @@ def events_send(c: Context, key, payload):
 
 # ---- drain ----------------------------------------------------------------------------------
 def _set_dag_draining(c: Context, dag_id: str, draining: bool) -> None:
-    with db.connect(c.engine()) as conn:
-        found = db.run(conn, "dag_set_draining", dag_id=dag_id, draining=draining).first()
-    if not found:
-        raise EngineError(f"unknown DAG {dag_id!r}; see `engine dags list`")
+    update_dag(c, "dag_set_draining", dag_id, draining=draining)
 
 
 @dags.command("drain")
