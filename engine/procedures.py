@@ -164,14 +164,10 @@ def remove(op, names: list[str]) -> None:
 
 
 def expected_objects(dialect: str) -> list[str]:
-    """What the current sql/ files describe: the highest version of each function, every view."""
-    best: dict[str, tuple[int, str]] = {}
-    for path in sorted((SQL_DIR / dialect).glob("*.sql")):
-        m = VERSIONED.match(path.stem)
-        base, version = (m["base"], int(m["version"])) if m else (path.stem, 0)
-        if base not in best or version > best[base][0]:
-            best[base] = (version, path.stem)
-    return sorted(name for _, name in best.values())
+    """What the current sql/ files describe: every version of each function (an old version
+    stays installed beside the new one, so schedulers of the previous release keep working
+    during a rolling upgrade) and every view."""
+    return sorted(path.stem for path in (SQL_DIR / dialect).glob("*.sql"))
 
 
 @dataclass(frozen=True)

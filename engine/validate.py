@@ -1,0 +1,148 @@
+"""One set of rules for every value that crosses into the engine: DAG files, settings, CLI
+arguments, task-code values (Defer, trigger arguments, events) and worker reports.
+
+A value that Python lets through and the database cannot store or compute with fails later,
+inside a stored function, for everyone. So each boundary checks here, before anything is
+written, and refuses with one line naming the thing, the value and the allowed range.
+
+The bounds (docs/operations.md, "Limits on values"):
+- ids (dag, task, run, pool, queue, executor, event key): see ID_RULE / RUN_ID_RULE; they are
+  ASCII, 1-250 characters, never '.' or '..', so any of them is a safe path component;
+- durations (retry_delay, max_retry_delay, execution_timeout, Defer timeout, settings in
+  seconds): finite, within [0, MAX_SECONDS] (100 years), so `now + delay` fits every
+  timestamp column and date arithmetic of both dialects;
+- counts and limits: integers within the range given at each use, at most INT32_MAX
+  (the INTEGER columns);
+- dates: between MIN_DATE and MAX_DATE, so every run's data interval and next fire time
+  stay readable by Python and storable by MySQL's DATETIME;
+- text: no NUL character (PostgreSQL text and JSON refuse it);
+- JSON: standard JSON only (no NaN or Infinity, no NUL in any string or key).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timezone
+
+from engine.errors import EngineError
+
+INT32_MAX = 2**31 - 1
+MAX_SECONDS = 100 * 365 * 86400          # 3,153,600,000 s
+MAX_SLOTS = 1_000_000                     # pool size and a task's pool_slots
+MAX_RETRIES = 1_000
+MAX_PRIORITY = 1_000_000_000              # |priority_weight|; effective weights are clamped to int32
+MAX_ID_LENGTH = 250
+MIN_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MAX_DATE = datetime(2999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
+# dag, task, pool, queue, executor ids and event keys: Airflow's characters.
+ID_CHARS = "A-Z a-z 0-9 _ . -"
+ID_RULE = re.compile(r"[A-Za-z0-9_.-]{1,250}")
+# Run ids also allow ':' '+' '~' (generated ids look like manual__2026-01-01T00:00:00+00:00).
+RUN_ID_CHARS = "A-Z a-z 0-9 _ . - : + ~"
+RUN_ID_RULE = re.compile(r"[A-Za-z0-9_.:+~-]{1,250}")
+
+
+def _where(where: str) -> str:
+    return f"{where}: " if where and not where.endswith(": ") else where
+
+
+def check_id(value, what: str, where: str = "", *, run_id: bool = False) -> str:
+    """An id safe as a path component: the rule's characters, 1-250 of them, not '.' or '..'."""
+    rule, chars = (RUN_ID_RULE, RUN_ID_CHARS) if run_id else (ID_RULE, ID_CHARS)
+    if not isinstance(value, str) or not rule.fullmatch(value) or value in (".", ".."):
+        shown = value if not isinstance(value, str) or len(value) <= 60 else value[:60] + "..."
+        raise EngineError(f"{_where(where)}bad {what} {shown!r}; use 1-{MAX_ID_LENGTH} characters from {chars} "
+                          "(not '.' or '..')")
+    return value
+
+
+def check_text(value, what: str, where: str = "", *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise EngineError(f"{_where(where)}{what} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise EngineError(f"{_where(where)}{what} contains a NUL character (\\x00); remove it")
+    if not allow_empty and not value.strip():
+        raise EngineError(f"{_where(where)}{what} must not be empty")
+    return value
+
+
+def check_int(value, what: str, where: str = "", *, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EngineError(f"{_where(where)}{what} must be an integer from {lo} to {hi}, got {value!r}")
+    if not lo <= value <= hi:
+        raise EngineError(f"{_where(where)}{what} must be from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def check_seconds(value, what: str, where: str = "", *, allow_zero: bool = True, hi: float = MAX_SECONDS) -> float:
+    """Seconds (int, float or timedelta) -> float, finite and within [0 (or > 0), hi]."""
+    if hasattr(value, "total_seconds"):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EngineError(f"{_where(where)}{what} must be seconds (a number or a timedelta), got {value!r}")
+    value = float(value)
+    low = "0" if allow_zero else "more than 0"
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or value > hi:
+        raise EngineError(f"{_where(where)}{what} must be {low} to {hi:,.0f} seconds, got {value!r}")
+    return value
+
+
+def check_date(value: datetime, what: str, where: str = "") -> datetime:
+    if not MIN_DATE <= value <= MAX_DATE:
+        raise EngineError(f"{_where(where)}{what} {value.isoformat()} is out of range; use a date from "
+                          f"{MIN_DATE.date()} to {MAX_DATE.date()}")
+    return value
+
+
+def _find_bad_json(value, path: str) -> str | None:
+    """Where value is not plain JSON the database can store (None when it is)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path} is {value!r} (not JSON)"
+    if isinstance(value, str) and "\x00" in value:
+        return f"{path} contains a NUL character"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63 - 1:
+        return f"{path} is an integer beyond 64 bits"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path} has a non-string key {k!r}"
+            if "\x00" in k:
+                return f"{path} has a key with a NUL character"
+            found = _find_bad_json(v, f"{path}[{k!r}]")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_bad_json(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def check_json(value, what: str, where: str = ""):
+    """Plain JSON: serialisable, no NaN/Infinity, no NUL in strings or keys. Returns value."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        found = _find_bad_json(value, what)
+        raise EngineError(f"{_where(where)}{found or what} must be plain JSON ({exc}); "
+                          "use dicts, lists, strings, finite numbers, booleans and null") from None
+    found = _find_bad_json(value, what)
+    if found:
+        raise EngineError(f"{_where(where)}{found}; use plain JSON without NaN, Infinity or NUL characters")
+    return value
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str, what: str, example: str):
+    """Parse JSON text strictly (NaN, Infinity and NUL refused); one-line EngineError otherwise."""
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except ValueError as exc:
+        raise EngineError(f"{what} is not valid JSON ({exc}); pass {example}") from None
+    return check_json(value, what)
