@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import sqlalchemy as sa
 
-from engine import db, migrate, procedures
+from engine import db, migrate, procedures, validate
 from engine.config import load_config
 from engine.errors import EngineError
 
@@ -42,6 +42,7 @@ class Context:
                     current = migrate.current(self._eng)
                 except sa.exc.OperationalError as exc:
                     raise db.describe_connect_error(self._eng.url.render_as_string(hide_password=False), exc) from None
+                migrate.check_known(current)
                 if current != migrate.head():
                     if not cfg.database_url:
                         migrate.upgrade(self._eng)
@@ -81,10 +82,19 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 def parse_json_option(option: str, value: str, example: str):
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{option} is not valid JSON ({exc.msg} at position {exc.pos}); pass {example}") from None
+    return validate.parse_json(value, option, example)
+
+
+def checked(what: str, run_id: bool = False):
+    """A click callback: the argument must be a valid id (validate.check_id)."""
+    def callback(ctx, param, value):
+        if value is None:
+            return None
+        try:
+            return validate.check_id(value, what, run_id=run_id)
+        except EngineError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return callback
 
 
 def table(rows, headers) -> str:
@@ -100,7 +110,28 @@ def show(result, empty: str = "(none)") -> None:
     click.echo(table(rows, list(result.keys())) if rows else empty)
 
 
-@click.group()
+class OneLineGroup(click.Group):
+    """Usage errors (a bad option value, a missing argument) as one line on stderr, exit 1,
+    like every other error of the command line (one line naming the thing and the fix)."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        try:
+            return super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            names, ctx = [], getattr(exc, "ctx", None)
+            while ctx is not None and ctx.parent is not None:
+                names.append(ctx.info_name)
+                ctx = ctx.parent
+            command = " ".join(["engine", *reversed(names)])
+            hint = f"; see `{command} --help`" if isinstance(exc, click.UsageError) else ""
+            click.echo(f"error: {' '.join(exc.format_message().split()).rstrip('.')}{hint}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=OneLineGroup)
 @click.option("--database-url", envvar=None, help="SQLAlchemy URL (default: ENGINE_DATABASE_URL, engine.toml, embedded)")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="engine.toml to read")
 @click.option("-v", "--verbose", is_flag=True, help="log what the services do")
@@ -192,16 +223,18 @@ def dags():
 
 @dags.command("sync")
 @click.argument("path", required=False)
+@click.option("--force", is_flag=True, help="let a file take over a DAG id that another file defines")
 @pass_ctx
 @handle_errors
-def dags_sync(c: Context, path):
+def dags_sync(c: Context, path, force):
     """Parse the DAG files under PATH and store their definitions (all or nothing)."""
     from engine.dagbag import load_dags
     from engine.dagsync import sync
 
-    path = path or c.cfg().dags_folder
-    dags = load_dags(path)  # bad files fail here, before any database is touched or started
-    result = sync(c.engine(), path, dags)
+    cfg = c.cfg()
+    path = path or cfg.dags_folder
+    dags = load_dags(path, timeout=cfg.dag_import_timeout)  # bad files fail here, before the database is touched
+    result = sync(c.engine(), path, dags, force=force)
     click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
                + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
 
@@ -216,9 +249,9 @@ def dags_list(c: Context):
 
 
 @dags.command("trigger")
-@click.argument("dag_id")
+@click.argument("dag_id", callback=checked("dag_id"))
 @click.option("--conf", help="JSON object passed to the run")
-@click.option("--run-id", help="run id (default manual__<time>)")
+@click.option("--run-id", callback=checked("run id", run_id=True), help="run id (default manual__<time>)")
 @pass_ctx
 @handle_errors
 def dags_trigger(c: Context, dag_id, conf, run_id):
@@ -245,7 +278,7 @@ def _set_paused(c: Context, dag_id: str, paused: bool) -> None:
 
 
 @dags.command("pause")
-@click.argument("dag_id")
+@click.argument("dag_id", callback=checked("dag_id"))
 @pass_ctx
 @handle_errors
 def dags_pause(c: Context, dag_id):
@@ -254,7 +287,7 @@ def dags_pause(c: Context, dag_id):
 
 
 @dags.command("unpause")
-@click.argument("dag_id")
+@click.argument("dag_id", callback=checked("dag_id"))
 @pass_ctx
 @handle_errors
 def dags_unpause(c: Context, dag_id):
@@ -269,7 +302,7 @@ def pools():
 
 
 @pools.command("set", context_settings={"ignore_unknown_options": True})  # so `SLOTS` may be -1
-@click.argument("name")
+@click.argument("name", callback=checked("pool name"))
 @click.argument("slots", type=int)
 @click.option("--include-deferred", is_flag=True, help="deferred TIs keep holding their slots")
 @click.option("--description")
@@ -277,9 +310,18 @@ def pools():
 @handle_errors
 def pools_set(c: Context, name, slots, include_deferred, description):
     """Create or resize pool NAME to SLOTS (-1: unlimited)."""
-    if slots < 1 and slots != -1:
-        raise EngineError(f"pool {name!r}: slots must be at least 1, or -1 for unlimited (got {slots})")
+    if slots != -1 and not 1 <= slots <= validate.MAX_SLOTS:
+        raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited "
+                          f"(got {slots})")
+    if description is not None:
+        validate.check_text(description, "--description", f"pool {name!r}")
     with db.connect(c.engine()) as conn:
+        if slots != -1:
+            wide = db.run(conn, "pool_widest_task", name=name, slots=slots).first()
+            if wide:
+                raise EngineError(f"pool {name!r}: {slots} slot(s) is fewer than task {wide.dag_id}.{wide.task_id} "
+                                  f"needs (pool_slots={wide.pool_slots}); its TIs could never run: give the pool "
+                                  f"at least {wide.pool_slots} slots or lower the task's pool_slots and sync first")
         db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description)
     click.echo(f"pool {name}: {'unlimited' if slots == -1 else slots} slots"
                + (", deferred TIs hold slots" if include_deferred else ""))
@@ -295,7 +337,7 @@ def pools_list(c: Context):
 
 
 @pools.command("delete")
-@click.argument("name")
+@click.argument("name", callback=checked("pool name"))
 @pass_ctx
 @handle_errors
 def pools_delete(c: Context, name):
@@ -329,7 +371,7 @@ def tick(c: Context, as_json):
 
 
 @main.command()
-@click.option("--max-ticks", type=int, help="stop after this many passes")
+@click.option("--max-ticks", type=click.IntRange(1), help="stop after this many passes")
 @pass_ctx
 @handle_errors
 def scheduler(c: Context, max_ticks):
@@ -341,7 +383,7 @@ def scheduler(c: Context, max_ticks):
 
 @main.command()
 @click.option("--queues", help="comma-separated queues (default: worker_queues)")
-@click.option("--concurrency", type=int, help="tasks run at once (default: worker_concurrency)")
+@click.option("--concurrency", type=click.IntRange(1, 10_000), help="tasks run at once (default: worker_concurrency)")
 @click.option("--burst", is_flag=True, help="exit when nothing is queued or running")
 @pass_ctx
 @handle_errors
@@ -349,23 +391,21 @@ def worker(c: Context, queues, concurrency, burst):
     """Claim queued TIs and run them in subprocesses."""
     from engine.worker import Worker
 
-    if concurrency is not None and concurrency < 1:
-        raise EngineError(f"--concurrency must be at least 1 (got {concurrency})")
     cfg = c.cfg()
-    qs = [q.strip() for q in (queues or cfg.worker_queues).split(",") if q.strip()]
+    qs = [validate.check_id(q.strip(), "queue", "--queues") for q in (queues or cfg.worker_queues).split(",") if q.strip()]
+    if not qs:
+        raise EngineError("--queues names no queue; pass e.g. --queues default")
     Worker(c.engine(), cfg, queues=qs, concurrency=concurrency).loop(burst=burst)
 
 
 @main.command()
-@click.option("--capacity", type=int, help="triggers run at once (default: triggerer_capacity)")
+@click.option("--capacity", type=click.IntRange(1, 1_000_000), help="triggers run at once (default: triggerer_capacity)")
 @pass_ctx
 @handle_errors
 def triggerer(c: Context, capacity):
     """Run the triggers of deferred TIs (asyncio) until SIGTERM."""
     from engine.triggerer import Triggerer
 
-    if capacity is not None and capacity < 1:
-        raise EngineError(f"--capacity must be at least 1 (got {capacity})")
     Triggerer(c.engine(), c.cfg(), capacity=capacity).run()
 
 
@@ -381,6 +421,9 @@ def events():
 @handle_errors
 def events_send(c: Context, key, payload):
     """Fire every EventTrigger waiting for KEY now (events are not stored)."""
+    validate.check_text(key, "event key", allow_empty=False)
+    if len(key) > validate.MAX_ID_LENGTH:
+        raise EngineError(f"event key is {len(key)} characters long; use at most {validate.MAX_ID_LENGTH}")
     parsed = parse_json_option("--payload", payload, "e.g. '{\"rows\": 10}' or '\"done\"'") if payload is not None else None
     cfg = c.cfg()
     with db.connect(c.engine()) as conn:
@@ -395,7 +438,7 @@ def _set_dag_draining(c: Context, dag_id: str, draining: bool) -> None:
 
 
 @dags.command("drain")
-@click.argument("dag_id")
+@click.argument("dag_id", callback=checked("dag_id"))
 @pass_ctx
 @handle_errors
 def dags_drain(c: Context, dag_id):
@@ -406,7 +449,7 @@ def dags_drain(c: Context, dag_id):
 
 
 @dags.command("undrain")
-@click.argument("dag_id")
+@click.argument("dag_id", callback=checked("dag_id"))
 @pass_ctx
 @handle_errors
 def dags_undrain(c: Context, dag_id):
@@ -456,7 +499,7 @@ def _undrain(c: Context, dag_id: str | None) -> None:
 
 
 @main.command()
-@click.argument("dag_id", required=False)
+@click.argument("dag_id", required=False, callback=checked("dag_id"))
 @pass_ctx
 @handle_errors
 def undrain(c: Context, dag_id):
@@ -470,7 +513,7 @@ def undrain(c: Context, dag_id):
 @handle_errors
 def status(c: Context, as_json):
     """Pools, queue depth, running TIs, recent runs and live jobs, from the SQL views."""
-    sections = [("pools", "status_pools"), ("queues", "status_queues"), ("why pending", "status_pending"),
+    sections = [("dag errors", "status_dag_errors"), ("pools", "status_pools"), ("queues", "status_queues"), ("why pending", "status_pending"),
                 ("running", "status_running"),
                 ("recent runs", "status_runs"), ("live jobs", "status_jobs")]
     with db.connect(c.engine()) as conn:
@@ -487,7 +530,8 @@ def status(c: Context, as_json):
 
 
 @main.command()
-@click.option("--timeout", type=float, default=300, show_default=True, help="give up after this many seconds")
+@click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=300, show_default=True,
+              help="give up after this many seconds")
 @click.option("--database-url", help="database to run the demo on (same as `engine --database-url URL demo`)")
 @pass_ctx
 @handle_errors

@@ -5,12 +5,16 @@ Precedence, highest first: command-line option, environment, ``engine.toml``, de
 """
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import validate
 from engine.errors import EngineError
+
+DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -19,29 +23,39 @@ class Setting:
     default: object
     type: type
     help: str
+    lo: float | None = None      # numbers: the allowed range, inclusive
+    hi: float | None = None
+    positive: bool = False       # numbers: 0 excluded (lo is 0)
 
 
 SETTINGS = [
     Setting("database_url", "", str, "SQLAlchemy URL; empty means the embedded PostgreSQL in ENGINE_HOME"),
     Setting("home", ".engine", str, "folder for the embedded database, logs and state"),
     Setting("dags_folder", "dags", str, "default PATH of `engine dags sync`"),
-    Setting("max_tis", 512, int, "most TIs one queue_tis call may queue"),
-    Setting("schedule_batch", 100, int, "most dag runs one schedule_tis call examines"),
-    Setting("scheduler_interval", 1.0, float, "seconds between ticks of `engine scheduler`"),
-    Setting("worker_concurrency", 8, int, "tasks one worker runs at once"),
+    Setting("dag_import_timeout", 120.0, float, "seconds `engine dags sync` lets the DAG files of one sync import",
+            0, 3600, positive=True),
+    Setting("max_tis", 512, int, "most TIs one queue_tis call may queue", 1, 100_000),
+    Setting("schedule_batch", 100, int, "most dag runs one schedule_tis call examines", 1, 100_000),
+    Setting("scheduler_interval", 1.0, float, "seconds between ticks of `engine scheduler`", 0, 3600, positive=True),
+    Setting("worker_concurrency", 8, int, "tasks one worker runs at once", 1, 10_000),
     Setting("worker_queues", "default", str, "comma-separated queues a worker claims from"),
-    Setting("worker_poll_interval", 0.5, float, "seconds a worker sleeps when nothing is queued"),
-    Setting("heartbeat_interval", 5.0, float, "seconds between job heartbeats"),
-    Setting("job_heartbeat_threshold", 60.0, float, "seconds without heartbeat after which a job is dead"),
-    Setting("orphan_check_interval", 10.0, float, "seconds between orphan checks (reset_orphans) across all schedulers"),
-    Setting("queued_timeout", 600.0, float, "seconds a queued TI may wait for a worker before it is requeued"),
-    Setting("max_requeues", 3, int, "requeues of a never-claimed TI before it fails"),
-    Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back"),
+    Setting("worker_poll_interval", 0.5, float, "seconds a worker sleeps when nothing is queued", 0, 3600, positive=True),
+    Setting("heartbeat_interval", 5.0, float, "seconds between job heartbeats", 0, 3600, positive=True),
+    Setting("job_heartbeat_threshold", 60.0, float, "seconds without heartbeat after which a job is dead",
+            0, 7 * DAY, positive=True),
+    Setting("orphan_check_interval", 10.0, float, "seconds between orphan checks (reset_orphans) across all schedulers",
+            0, DAY, positive=True),
+    Setting("queued_timeout", 600.0, float, "seconds a queued TI may wait for a worker before it is requeued",
+            0, 30 * DAY, positive=True),
+    Setting("max_requeues", 3, int, "requeues of a never-claimed TI before it fails", 0, 1000),
+    Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back",
+            0, DAY),
     Setting("log_dir", "", str, "task log folder; empty means HOME/logs"),
-    Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once"),
-    Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle"),
+    Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once", 1, 1_000_000),
+    Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle",
+            0, 3600, positive=True),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
-            "(pool without include_deferred), so it goes ahead of new work of the same pool"),
+            "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -75,23 +89,56 @@ class Config:
         return Path(self.log_dir).expanduser().resolve() if self.log_dir else self.home_path / "logs"
 
 
+def _number(setting: Setting, raw: object) -> int | float:
+    """raw (TOML value, env or option text) as the setting's number type; ValueError if it is not one."""
+    if isinstance(raw, bool):
+        raise ValueError
+    if setting.type is int:
+        if isinstance(raw, float):
+            raise ValueError
+        return int(raw.strip()) if isinstance(raw, str) else int(raw)
+    return float(raw.strip()) if isinstance(raw, str) else float(raw)
+
+
 def _coerce(setting: Setting, raw: object, source: str) -> object:
+    where = f"setting {setting.name} from {source}"
+    if setting.type is bool:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise EngineError(f"{where}: {raw!r} is not a boolean; use true or false")
+        return text in ("1", "true", "yes", "on")
+    if setting.type is str:
+        if not isinstance(raw, str):
+            raise EngineError(f"{where}: {raw!r} is not a string; fix it")
+        validate.check_text(raw, setting.name, where)
+        if setting.name == "worker_queues":
+            queues = [q.strip() for q in raw.split(",") if q.strip()]
+            if not queues:
+                raise EngineError(f"{where}: name at least one queue, e.g. 'default'")
+            for q in queues:
+                validate.check_id(q, "queue", where)
+        return raw
+    kind = "an integer" if setting.type is int else "a number"
+    span = f"from {setting.lo:g} to {setting.hi:g}" if not setting.positive else f"more than 0 and at most {setting.hi:g}"
     try:
-        if setting.type is bool and isinstance(raw, str):
-            return raw.strip().lower() in ("1", "true", "yes", "on")
-        value = setting.type(raw)
+        value = _number(setting, raw)
     except (TypeError, ValueError):
-        raise EngineError(
-            f"setting {setting.name} from {source}: {raw!r} is not a valid {setting.type.__name__}; fix it"
-        ) from None
-    if isinstance(value, (int, float)) and value <= 0:
-        raise EngineError(f"setting {setting.name} from {source}: {raw!r} must be positive; fix it")
+        raise EngineError(f"{where}: {raw!r} is not {kind}; use {kind} {span}") from None
+    if (isinstance(value, float) and not math.isfinite(value)) or value < setting.lo or value > setting.hi \
+            or (setting.positive and value == 0):
+        raise EngineError(f"{where}: {raw!r} is out of range; use {kind} {span}")
     return value
 
 
 def load_config(overrides: dict[str, object] | None = None, toml_path: str | Path | None = None) -> Config:
     """Resolve every setting. ``overrides`` are command-line options (None means not given)."""
-    path = Path(toml_path or os.environ.get("ENGINE_CONFIG") or "engine.toml")
+    named = toml_path or os.environ.get("ENGINE_CONFIG")
+    path = Path(named or "engine.toml")
+    if named and not path.is_file():
+        what = "--config" if toml_path else "ENGINE_CONFIG"
+        raise EngineError(f"config file {path} ({what}) does not exist; fix the path or leave {what} out")
     from_file: dict[str, object] = {}
     if path.is_file():
         try:
@@ -99,6 +146,8 @@ def load_config(overrides: dict[str, object] | None = None, toml_path: str | Pat
         except tomllib.TOMLDecodeError as exc:
             raise EngineError(f"config file {path}: {exc}; fix the TOML syntax") from None
         from_file = data.get("engine", data)
+        if not isinstance(from_file, dict):
+            raise EngineError(f"config file {path}: [engine] must be a table of settings; see `engine config show`")
         unknown = sorted(set(from_file) - set(BY_NAME))
         if unknown:
             raise EngineError(f"config file {path}: unknown setting {unknown[0]!r}; see `engine config show`")
@@ -116,4 +165,8 @@ def load_config(overrides: dict[str, object] | None = None, toml_path: str | Pat
             values[s.name] = Value(_coerce(s, from_file[s.name], str(path)), str(path))
         else:
             values[s.name] = Value(s.default, "default")
-    return Config(values, path)
+    cfg = Config(values, path)
+    if cfg.job_heartbeat_threshold <= cfg.heartbeat_interval:
+        raise EngineError(f"setting job_heartbeat_threshold ({cfg.job_heartbeat_threshold:g} s) must be more than "
+                          f"heartbeat_interval ({cfg.heartbeat_interval:g} s), or every job looks dead; raise it")
+    return cfg

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import re
 from datetime import date, datetime, timedelta, timezone
 
 from croniter import CroniterBadDateError, croniter
 
+from engine import validate
 from engine.errors import EngineError
 
-_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 _CALLABLE_RE = re.compile(r"[\w.]+:\w+")
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "one_success", "one_failed",
                  "none_failed", "none_skipped", "always")
@@ -48,36 +47,24 @@ def _is_int(v) -> bool:
 
 
 def _check_id(kind: str, value, where: str = "") -> str:
-    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
-        raise EngineError(f"{where}bad {kind} {value!r}; use 1-250 characters from A-Z a-z 0-9 _ . -")
-    return value
+    return validate.check_id(value, kind, where)
 
 
 def _seconds(value, what: str, where: str, *, allow_none: bool, allow_zero: bool):
-    """Seconds as float from int/float/timedelta; checks the sign."""
+    """Seconds as float from int/float/timedelta: finite, within [0, MAX_SECONDS]."""
     if value is None and allow_none:
         return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EngineError(f"{where}{what} must be seconds (int/float) or a timedelta, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise EngineError(f"{where}{what} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return float(value)
+    return validate.check_seconds(value, what, where, allow_zero=allow_zero)
 
 
 def _limit(value, what: str, where: str):
-    if value is not None and (not _is_int(value) or value < 1):
-        raise EngineError(f"{where}{what} must be None or an int >= 1, got {value!r}")
+    if value is not None and (not _is_int(value) or value < 1 or value > validate.INT32_MAX):
+        raise EngineError(f"{where}{what} must be None or an integer from 1 to {validate.INT32_MAX}, got {value!r}")
     return value
 
 
 def _json(value, what: str, where: str):
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise EngineError(f"{where}{what} must be JSON-serialisable ({exc})") from None
-    return value
+    return validate.check_json(value, what, where)
 
 
 def normalise_schedule(schedule, dag_id: str = "?") -> str | None:
@@ -160,7 +147,7 @@ def normalise_start_date(value, dag_id: str = "?") -> str | None:
     if not isinstance(value, datetime):
         raise EngineError(f"dag '{dag_id}': start_date must be a str, date or datetime, got {value!r}")
     value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-    return value.isoformat()
+    return validate.check_date(value, "start_date", f"dag '{dag_id}'").isoformat()
 
 
 class DAG:
@@ -177,11 +164,11 @@ class DAG:
         self.max_active_tasks = _limit(max_active_tasks, "max_active_tasks", where)
         if not isinstance(description, str):
             raise EngineError(f"{where}description must be a string")
-        self.description = description
+        self.description = validate.check_text(description, "description", where)
         self.is_paused_upon_creation = bool(is_paused_upon_creation)
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        if isinstance(tags, str) or not isinstance(tags, (list, tuple, set)) or not all(isinstance(t, str) for t in tags):
             raise EngineError(f"{where}tags must be a list of strings, got {tags!r}")
-        self.tags = list(tags)
+        self.tags = [validate.check_text(t, "a tag", where, allow_empty=False) for t in tags]
         self.tasks: dict[str, Task] = {}
         self.fileloc: str | None = None
         if _captured is not None:
@@ -220,19 +207,15 @@ class Task:
             raise EngineError(f"task {task_id!r} is created outside a DAG; put it inside `with DAG(...):` or pass dag=")
         self.task_id = _check_id("task_id", task_id, f"dag '{dag.dag_id}': ")
         w = self.where = f"dag '{dag.dag_id}' task '{task_id}': "
-        for what, v in (("pool", pool), ("queue", queue), ("executor", executor)):
-            if not isinstance(v, str) or not v:
-                raise EngineError(f"{w}{what} must be a non-empty string, got {v!r}")
-        if not _is_int(pool_slots) or pool_slots < 1:
-            raise EngineError(f"{w}pool_slots must be an int >= 1, got {pool_slots!r}")
-        if not _is_int(priority_weight):
-            raise EngineError(f"{w}priority_weight must be an int, got {priority_weight!r}")
+        for what, value in (("pool", pool), ("queue", queue), ("executor", executor)):
+            validate.check_id(value, what, w)
+        validate.check_int(pool_slots, "pool_slots", w, lo=1, hi=validate.MAX_SLOTS)
+        validate.check_int(priority_weight, "priority_weight", w, lo=-validate.MAX_PRIORITY, hi=validate.MAX_PRIORITY)
         if weight_rule not in WEIGHT_RULES:
             raise EngineError(f"{w}unknown weight_rule {weight_rule!r}; use one of {', '.join(WEIGHT_RULES)}")
         if trigger_rule not in TRIGGER_RULES:
             raise EngineError(f"{w}unknown trigger_rule {trigger_rule!r}; use one of {', '.join(TRIGGER_RULES)}")
-        if not _is_int(retries) or retries < 0:
-            raise EngineError(f"{w}retries must be an int >= 0, got {retries!r}")
+        validate.check_int(retries, "retries", w, lo=0, hi=validate.MAX_RETRIES)
         self.pool, self.pool_slots, self.queue, self.executor = pool, pool_slots, queue, executor
         self.priority_weight, self.weight_rule, self.trigger_rule = priority_weight, weight_rule, trigger_rule
         self.retries, self.retry_exponential_backoff = retries, bool(retry_exponential_backoff)
@@ -300,6 +283,8 @@ class Task:
         for key, values in kwargs.items():
             if not isinstance(values, (list, tuple)) or not values:
                 raise EngineError(f"{w}expand({key}=...) must be a non-empty list, got {values!r}")
+            if len(values) > validate.MAX_MAP_LENGTH:
+                raise EngineError(f"{w}expand({key}=...) has {len(values)} items; at most {validate.MAX_MAP_LENGTH} are allowed")
             self._check_expand_key(key, values)
             _json(list(values), f"expand({key}=...)", w)
         if len({len(v) for v in kwargs.values()}) > 1:
@@ -319,8 +304,12 @@ def mapped_kwargs(expand: dict | None) -> list[dict] | None:
 
 def _check_env(env, what: str, where: str):
     if env is not None and (not isinstance(env, dict)
-                            or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+                            or not all(isinstance(k, str) and isinstance(x, str) for k, x in env.items())):
         raise EngineError(f"{where}{what} must be a dict of str -> str, got {env!r}")
+    for k, x in (env or {}).items():
+        if not k or "=" in k or "\x00" in k:
+            raise EngineError(f"{where}{what} has a bad variable name {k!r}; use a non-empty name without '=' or NUL")
+        validate.check_text(x, f"{what}[{k!r}]", where)
 
 
 class BashTask(Task):
@@ -333,15 +322,18 @@ class BashTask(Task):
     def _validate_kind(self):
         if not isinstance(self.bash_command, str) or not self.bash_command.strip():
             raise EngineError(f"{self.where}bash_command must be a non-empty string")
+        validate.check_text(self.bash_command, "bash_command", self.where)
         _check_env(self.env, "env", self.where)
 
     def _check_expand_key(self, key, values):
         if key == "bash_command":
-            if not all(isinstance(v, str) and v.strip() for v in values):
+            if not all(isinstance(x, str) and x.strip() for x in values):
                 raise EngineError(f"{self.where}expand(bash_command=...) must be a list of non-empty strings")
+            for x in values:
+                validate.check_text(x, "each expand(bash_command=...) item", self.where)
         elif key == "env":
-            for v in values:
-                _check_env(v, "each expand(env=...) item", self.where)
+            for x in values:
+                _check_env(x, "each expand(env=...) item", self.where)
         else:
             raise EngineError(f"{self.where}BashTask cannot expand {key!r}; only bash_command and env can be expanded")
 
@@ -414,8 +406,10 @@ def effective_weight(task: Task) -> int:
     if task.weight_rule == "absolute":
         return task.priority_weight
     attr = "downstream_ids" if task.weight_rule == "downstream" else "upstream_ids"
-    return task.priority_weight + sum(task.dag.tasks[r].priority_weight
-                                      for r in _relatives(task.dag, task.task_id, attr))
+    total = task.priority_weight + sum(task.dag.tasks[r].priority_weight
+                                       for r in _relatives(task.dag, task.task_id, attr))
+    # As Airflow does, a sum beyond the INTEGER column is clamped, not refused.
+    return max(-validate.INT32_MAX, min(validate.INT32_MAX, total))
 
 
 _TASK_FIELDS = ("task_id", "kind", "bash_command", "env", "python_callable", "op_kwargs", "pool", "pool_slots",

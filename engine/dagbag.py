@@ -1,8 +1,19 @@
-"""Load DAG files from a path, validate them and return their serialized form (all or nothing)."""
+"""Load DAG files from a path, validate them and return their serialized form (all or nothing).
+
+DAG files are user code: they are imported in a child process (`python -m engine.dagbag PATH`),
+so a file that calls os._exit(), crashes the interpreter or hangs cannot take the caller with
+it or make it report success having loaded nothing. The child reports, on its own copy of
+stdout, one JSON line per file before importing it and one line with the result; whatever the
+DAG files print goes to its stderr. A child that ends without a result names the file it was
+importing.
+"""
 from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -76,11 +87,75 @@ def import_dag_file(file: Path) -> list[DAG]:
     return dags
 
 
-def load_dags(path: str | Path) -> list[dict]:
+DEFAULT_TIMEOUT = 120.0  # seconds the import of all DAG files of one sync may take
+
+
+def load_dags(path: str | Path, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+    """Serialized, validated DAGs from a .py file or a folder, imported in a child process;
+    raises EngineError (one line) on the first problem."""
+    find_dag_files(path)  # a missing path is reported here, without a child
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)  # so the child imports this engine
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        child = subprocess.run([sys.executable, "-m", "engine.dagbag", str(path)], env=env, stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        current = _report(exc.stdout or b"")[0]
+        raise EngineError(f"DAG file {current or path}: importing took more than {timeout:.0f} s; a DAG file must "
+                          "only define DAGs (no waiting, no work at import time)") from None
+    current, result = _report(child.stdout)
+    if result is None:
+        last = _one_line(child.stderr.decode(errors="replace").strip().splitlines()[-1]) if child.stderr.strip() else ""
+        last = f" ({last[:300]})" if last else ""
+        if child.returncode < 0:
+            why = f"the process importing it was killed by signal {-child.returncode}{last} (a crash, or out of memory)"
+        else:
+            why = (f"the process importing it exited with code {child.returncode}{last}; a DAG file must not call "
+                   "exit() or os._exit()")
+        raise EngineError(f"DAG file {current or path}: {why} — fix the file and run `engine dags sync` again")
+    if "error" in result:
+        raise EngineError(result["error"])
+    return result["dags"]
+
+
+def _report(stdout: bytes) -> tuple[str | None, dict | None]:
+    """(the file being imported last, the result line or None) from the child's report."""
+    current = result = None
+    for line in stdout.decode(errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "file" in item:
+            current = item["file"]
+        elif isinstance(item, dict) and ("dags" in item or "error" in item):
+            result = item
+    return current, result
+
+
+def _child(path: str) -> int:
+    """`python -m engine.dagbag PATH`: import the files, report on the original stdout."""
+    report = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what DAG files print goes to stderr, not into the report
+    sys.stdout = sys.stderr
+
+    def say(item: dict) -> None:
+        report.write(json.dumps(item) + "\n")
+        report.flush()
+    try:
+        say({"dags": _load_here(path, lambda f: say({"file": str(f)}))})
+    except EngineError as exc:
+        say({"error": str(exc)})
+    return 0
+
+
+def _load_here(path: str | Path, on_file=lambda f: None) -> list[dict]:
     """Serialized, validated DAGs from a .py file or a folder; raises EngineError on the first problem."""
     seen: dict[str, str] = {}
     result = []
     for file in find_dag_files(path):
+        on_file(file)
         for dag in import_dag_file(file):
             if dag.dag_id in seen:
                 raise EngineError(f"dag '{dag.dag_id}' is defined twice ({seen[dag.dag_id]} and {file}); "
@@ -91,3 +166,7 @@ def load_dags(path: str | Path) -> list[dict]:
             except EngineError as exc:
                 raise EngineError(_one_line(f"DAG file {file}: {exc}")) from None
     return result
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -50,13 +50,27 @@ def _check_targets(conn, dags: list[dict]) -> None:
                       f"lower pool_slots or `engine pools set {bad.pool} {bad.pool_slots}`")
 
 
-def sync(eng, path: str | Path, dags: list[dict] | None = None) -> dict:
+def _check_owners(conn, dags: list[dict]) -> None:
+    """A DAG id belongs to the file that defines it: another file may not take it over silently."""
+    if not dags:
+        return
+    taken = db.run(conn, "dag_taken_from", dag_ids=[d["dag_id"] for d in dags],
+                   filelocs=[d["fileloc"] for d in dags]).first()
+    if taken:
+        raise EngineError(f"dag '{taken.dag_id}' is defined by {taken.stored_in}, and {taken.synced_from} defines it "
+                          "too; rename one of them, or pass --force to move the DAG to the new file")
+
+
+def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = False) -> dict:
     """Write every DAG found under ``path`` (or the already loaded ``dags`` of it);
-    return {"synced": [...], "deactivated": [...]}."""
+    return {"synced": [...], "deactivated": [...]}. A DAG id stored from another file is
+    refused unless ``force``."""
     root = Path(path).resolve()
     if dags is None:
         dags = load_dags(root)  # raises EngineError before anything is written
     with db.connect(eng) as conn:
+        if not force:
+            _check_owners(conn, dags)
         _check_targets(conn, dags)
         for d in dags:
             db.run(conn, "upsert_dag", dag_id=d["dag_id"], fileloc=d["fileloc"], description=d["description"],

@@ -24,7 +24,7 @@ def run_demo(eng, cfg, timeout: float = 300) -> int:
     with db.connect(eng) as conn:
         db.run(conn, "pools_set", name="demo_warehouse", slots=2, include_deferred=False,
                description="sample pool of engine demo")
-    result = sync(eng, EXAMPLES_DIR)
+    result = sync(eng, EXAMPLES_DIR, force=True)  # the engine's own examples, wherever it is installed
     click.echo(f"synced sample DAGs from {EXAMPLES_DIR}: {', '.join(result['synced'])}")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_ids = []

@@ -31,7 +31,8 @@ INT32_MAX = 2**31 - 1
 MAX_SECONDS = 100 * 365 * 86400          # 3,153,600,000 s
 MAX_SLOTS = 1_000_000                     # pool size and a task's pool_slots
 MAX_RETRIES = 1_000
-MAX_PRIORITY = 1_000_000_000              # |priority_weight|; effective weights are clamped to int32
+MAX_MAP_LENGTH = 100_000                  # mapped instances of one task in one run
+MAX_PRIORITY = INT32_MAX                   # |priority_weight| of a task; effective (summed) weights are clamped
 MAX_ID_LENGTH = 250
 MIN_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_DATE = datetime(2999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)

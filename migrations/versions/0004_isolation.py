@@ -29,7 +29,7 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-OBJECTS: list[str] = []
+OBJECTS: list[str] = ["dag_errors"]
 
 
 def upgrade():

@@ -26,4 +26,5 @@ ON DUPLICATE KEY UPDATE
     is_active = true,
     tags = VALUES(tags),
     serialized = VALUES(serialized),
-    last_synced_at = VALUES(last_synced_at)
+    last_synced_at = VALUES(last_synced_at),
+    error_step = NULL, error = NULL, error_at = NULL  -- a new definition: earlier failures no longer apply

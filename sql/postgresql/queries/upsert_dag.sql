@@ -16,6 +16,7 @@ ON CONFLICT (dag_id) DO UPDATE SET
     tags = excluded.tags,
     serialized = excluded.serialized,
     last_synced_at = excluded.last_synced_at,
+    error_step = NULL, error = NULL, error_at = NULL,  -- a new definition: earlier failures no longer apply
     next_dagrun = CASE WHEN dag.schedule IS DISTINCT FROM excluded.schedule
                          OR dag.start_date IS DISTINCT FROM excluded.start_date
                        THEN NULL ELSE dag.next_dagrun END,
