@@ -51,6 +51,11 @@ class Context:
                                           f"run `engine db upgrade`")
         return self._eng
 
+    def close(self) -> None:
+        if self._eng is not None:
+            self._eng.dispose()
+            self._eng = None
+
 
 def _one_line(exc: BaseException) -> str:
     # PostgreSQL: the primary message; MySQL/MariaDB (PyMySQL): the message of (code, message).
@@ -85,6 +90,20 @@ def parse_json_option(option: str, value: str, example: str):
     return validate.parse_json(value, option, example)
 
 
+class Seconds(click.ParamType):
+    """Seconds: a finite number in (0, hi] (click.FloatRange lets NaN through)."""
+    name = "seconds"
+
+    def __init__(self, hi: float):
+        self.hi = hi
+
+    def convert(self, value, param, ctx):
+        try:
+            return validate.check_seconds(float(value), "seconds", allow_zero=False, hi=self.hi)
+        except (TypeError, ValueError, EngineError):
+            self.fail(f"{value!r} is not a number of seconds more than 0 and at most {self.hi:g}", param, ctx)
+
+
 def checked(what: str, run_id: bool = False):
     """A click callback: the argument must be a valid id (validate.check_id)."""
     def callback(ctx, param, value):
@@ -115,6 +134,7 @@ class OneLineGroup(click.Group):
     like every other error of the command line (one line naming the thing and the fix)."""
 
     def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
         try:
             return super().main(args, prog_name, standalone_mode=False, **extra)
         except click.exceptions.Abort:
@@ -141,6 +161,7 @@ def main(ctx, database_url, config_path, verbose):
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ctx.obj = Context(database_url, config_path)
+    ctx.call_on_close(ctx.obj.close)
 
 
 # ---- config ---------------------------------------------------------------------------------
@@ -530,7 +551,7 @@ def status(c: Context, as_json):
 
 
 @main.command()
-@click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=300, show_default=True,
+@click.option("--timeout", type=Seconds(86400), default=300, show_default=True,
               help="give up after this many seconds")
 @click.option("--database-url", help="database to run the demo on (same as `engine --database-url URL demo`)")
 @pass_ctx

@@ -121,7 +121,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
                 validate.check_id(q, "queue", where)
         return raw
     kind = "an integer" if setting.type is int else "a number"
-    span = f"from {setting.lo:g} to {setting.hi:g}" if not setting.positive else f"more than 0 and at most {setting.hi:g}"
+    lo, hi = (int(setting.lo), int(setting.hi)) if setting.type is int else (f"{setting.lo:g}", f"{setting.hi:g}")
+    span = f"from {lo} to {hi}" if not setting.positive else f"more than 0 and at most {hi}"
     try:
         value = _number(setting, raw)
     except (TypeError, ValueError):

@@ -178,3 +178,25 @@ def eng(db_url):
 def cfg(tmp_path, db_url, monkeypatch):
     monkeypatch.chdir(tmp_path)
     return load_config({"database_url": db_url, "home": str(tmp_path / "home")})
+
+
+_module_dbs = itertools.count()
+
+
+@pytest.fixture(scope="module", params=DIALECTS)
+def module_db_url(request):
+    """One migrated database per dialect shared by every test of a module: for suites of many
+    small cases that must leave the database as they found it (tests/test_hostile.py)."""
+    if request.param == "postgresql":
+        server = request.getfixturevalue("pg_server")
+        name = f"engine_mod_{os.getpid()}_{next(_module_dbs)}"
+        janitor = DatabaseJanitor(user=server.user, host=server.host, port=server.port, dbname=name,
+                                  template_dbname=server.template_dbname, password=server.password)
+        janitor.drop()
+        with janitor:
+            yield _url(dict(host=server.host, port=server.port, user=server.user, password=server.password), name)
+        return
+    server: MySQLServer = request.getfixturevalue("mysql_server")
+    url = server.create()
+    yield url
+    server.drop(url)

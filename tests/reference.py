@@ -1,4 +1,4 @@
-"""The selection rule of DESIGN section 5 in plain Python: the oracle queue_tis must match.
+"""The selection rule of queue_tis (docs/critical-section.md) in plain Python: the oracle queue_tis must match.
 
 Walk the candidates (scheduled TIs of running runs of DAGs neither paused nor draining, plus
 resumes of any DAG) in the order priority_weight DESC, run_after, map_index, id; take one iff

@@ -1,4 +1,4 @@
-"""Each limit of DESIGN section 4 on its own, and Airflow's starvation cases, against queue_tis_v1."""
+"""Each limit (docs/critical-section.md) on its own, and Airflow's starvation cases, against queue_tis_v1."""
 from __future__ import annotations
 
 from collections import Counter
