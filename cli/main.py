@@ -389,6 +389,10 @@ def tick(c: Context, as_json):
     finally:
         sched.stop()
     click.echo(json.dumps(summary) if as_json else format_summary(summary))
+    if summary["errors"]:  # the other steps ran; say which failed, and exit non-zero for cron's mail
+        for e in summary["errors"]:
+            click.echo(f"error: step {e['step']} failed: {e['error']}", err=True)
+        sys.exit(1)
 
 
 @main.command()

@@ -7,8 +7,12 @@ short transaction, and reports what they did:
     -> record the tick
 
 A step whose lock another scheduler holds is skipped and reported as busy: the pass goes on.
-reset_orphans runs every pass but does its work at most once per orphan_check_interval across
-all schedulers (the procedure decides). `loop()` rides out database outages.
+A step the database refuses as a whole (the procedures isolate one DAG's or one TI's failure
+and record it against that DAG, so this should not happen) is reported in the summary's
+`errors`, in tick_log.errors and the log, and the pass goes on with the next step: one
+failure never stops every other step. reset_orphans runs every pass but does its work at
+most once per orphan_check_interval across all schedulers (the procedure decides). `loop()`
+rides out database outages.
 """
 from __future__ import annotations
 
@@ -37,15 +41,22 @@ class Scheduler:
         if self.job.id is None:
             self.job.register()
 
-    def _step(self, name: str, busy: list[str], fn):
-        """Run fn(conn) in its own transaction; None (and `name` in busy) when its lock is held."""
+    def _step(self, name: str, busy: list[str], errors: list[dict], fn):
+        """Run fn(conn) in its own transaction. None, and `name` in busy, when its lock is held
+        (or it met a deadlock: the next pass tries again); None, and an entry in errors, when the
+        database refused it. An unreachable database propagates (the loop backs off)."""
         try:
             with db.connect(self.eng) as conn:
                 return fn(conn)
         except sa.exc.DBAPIError as exc:
-            if not db.is_lock_busy(exc):
+            if db.is_lock_busy(exc) or db.is_transient(exc):
+                busy.append(name)
+                return None
+            if db.is_unreachable(exc):
                 raise
-            busy.append(name)
+            message = db.error_message(exc)[:500]
+            log.error("step %s failed: %s; the pass goes on with the other steps", name, message)
+            errors.append({"step": name, "error": message})
             return None
 
     def run_once(self, now: datetime | None = None) -> dict:
@@ -53,6 +64,7 @@ class Scheduler:
         self.start()
         started = time.monotonic()
         busy: list[str] = []
+        errors: list[dict] = []
         cfg = self.cfg
         if not self.job.heartbeat(now=now):
             # Another scheduler judged us dead (we stalled past the threshold) and adopted our
@@ -60,41 +72,47 @@ class Scheduler:
             old = self.job.id
             self.job.register()
             log.warning("scheduler job %s was declared dead; continuing as job %s", old, self.job.id)
-        orphans = self._step("reset_orphans", busy, lambda conn: db.run(
+
+        def step(name, fn):
+            return self._step(name, busy, errors, fn)
+        orphans = step("reset_orphans", lambda conn: db.run(
             conn, "reset_orphans", threshold=cfg.job_heartbeat_threshold, interval=cfg.orphan_check_interval,
             job_id=self.job.id, now=now).one())
-        stuck = self._step("requeue_stuck", busy, lambda conn: db.run(
+        stuck = step("requeue_stuck", lambda conn: db.run(
             conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
-        with db.connect(self.eng) as conn:
-            created = db.run(conn, "create_dag_runs", now=now).one()
-        with db.connect(self.eng) as conn:
-            sched = db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one()
-        queued = self._step("queue_tis", busy, lambda conn: db.run(
+        created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
+        sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
+        queued = step("queue_tis", lambda conn: db.run(
             conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now).all()) or []
+
+        def count(row, field):
+            return getattr(row, field) if row is not None else 0
         summary = {
             "job_id": self.job.id,
             "orphan_check": bool(orphans and orphans.ran),
-            "jobs_failed": orphans.jobs_failed if orphans else 0,
-            "tis_adopted": orphans.tis_adopted if orphans else 0,
-            "tis_orphan_failed": orphans.tis_failed if orphans else 0,
-            "tis_requeued": stuck.tis_requeued if stuck else 0,
-            "tis_stuck_failed": stuck.tis_failed if stuck else 0,
-            "runs_created": created.runs_created,
-            "runs_started": created.runs_started,
-            "runs_examined": sched.runs_examined,
-            "tis_scheduled": sched.tis_scheduled,
-            "tis_skipped": sched.tis_skipped,
-            "tis_upstream_failed": sched.tis_upstream_failed,
-            "runs_finished": sched.runs_finished,
+            "jobs_failed": count(orphans, "jobs_failed"),
+            "tis_adopted": count(orphans, "tis_adopted"),
+            "tis_orphan_failed": count(orphans, "tis_failed"),
+            "tis_requeued": count(stuck, "tis_requeued"),
+            "tis_stuck_failed": count(stuck, "tis_failed"),
+            "runs_created": count(created, "runs_created"),
+            "runs_started": count(created, "runs_started"),
+            "runs_examined": count(sched, "runs_examined"),
+            "tis_scheduled": count(sched, "tis_scheduled"),
+            "tis_skipped": count(sched, "tis_skipped"),
+            "tis_upstream_failed": count(sched, "tis_upstream_failed"),
+            "runs_finished": count(sched, "runs_finished"),
             "tis_queued": len(queued),
             "busy": busy,
+            "errors": errors,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
         with db.connect(self.eng) as conn:
             db.run(conn, "record_tick", job_id=self.job.id, hostname=self.job.hostname,
-                   duration_ms=summary["duration_ms"], runs_created=created.runs_created,
-                   runs_started=created.runs_started, tis_scheduled=sched.tis_scheduled,
-                   tis_queued=len(queued), runs_finished=sched.runs_finished, busy=",".join(busy) or None)
+                   duration_ms=summary["duration_ms"], runs_created=summary["runs_created"],
+                   runs_started=summary["runs_started"], tis_scheduled=summary["tis_scheduled"],
+                   tis_queued=len(queued), runs_finished=summary["runs_finished"], busy=",".join(busy) or None,
+                   errors="; ".join(f"{e['step']}: {e['error']}" for e in errors)[:2000] or None)
         return summary
 
     def stop(self) -> None:
@@ -141,7 +159,8 @@ def format_summary(s: dict) -> str:
     if s["jobs_failed"] or s["tis_adopted"] or s["tis_orphan_failed"] or s["tis_requeued"] or s["tis_stuck_failed"]:
         orphans = (f"; orphans: jobs dead={s['jobs_failed']} tis adopted={s['tis_adopted']} "
                    f"failed={s['tis_orphan_failed']}; stuck: requeued={s['tis_requeued']} failed={s['tis_stuck_failed']}")
+    failed = f" failed={','.join(e['step'] for e in s['errors'])}" if s.get("errors") else ""
     return (f"tick: runs created={s['runs_created']} started={s['runs_started']} finished={s['runs_finished']}; "
             f"tis scheduled={s['tis_scheduled']} skipped={s['tis_skipped']} "
-            f"upstream_failed={s['tis_upstream_failed']} queued={s['tis_queued']}{orphans}{busy}; "
+            f"upstream_failed={s['tis_upstream_failed']} queued={s['tis_queued']}{orphans}{busy}{failed}; "
             f"{s['duration_ms']} ms")

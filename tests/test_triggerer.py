@@ -146,15 +146,17 @@ def wait_for(what, cond, timeout, cluster=None):
 
 def test_killed_triggerer_is_taken_over_nothing_lost_nothing_fired_twice(eng, cfg, db_url, tmp_path):
     """20 deferred TIs; triggerer A fires the first 10 (due at once), is killed with kill -9
-    while it holds the other 10 (due 2 s later); triggerer B takes them over once A's heartbeat
-    is older than the threshold (3 s) and fires them. Each TI resumes exactly once."""
+    while it holds the other 10 (due in an hour); those are then made due, and triggerer B
+    takes them over once A's heartbeat is older than the threshold (3 s) and fires them. Each
+    TI resumes exactly once. Nothing depends on how fast A starts: the second group only
+    becomes due once A holds it and is dead."""
     sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('p', 30, true)")
     sync_source(eng, tmp_path / "dags", MANY)
     trigger(eng, "many")
     tick(eng, cfg)
     now = sql(eng, "SELECT now()")[0][0]
     for ti in claim(eng):
-        later = 0.0 if ti.map_index < 10 else 2.0
+        later = 0.0 if ti.map_index < 10 else 3600.0
         defer(eng, ti, kwargs={"moment": (now + timedelta(seconds=later)).isoformat()})
     fast = {"ENGINE_JOB_HEARTBEAT_THRESHOLD": "3", "ENGINE_TRIGGERER_POLL_INTERVAL": "0.2"}
     cluster = Cluster(db_url, tmp_path / "cluster", env=fast)
@@ -167,6 +169,9 @@ def test_killed_triggerer_is_taken_over_nothing_lost_nothing_fired_twice(eng, cf
         assert held == 10
         cluster.kill9(a)
         killed_at = time.monotonic()
+        # Make the held 10 due now; B rebuilds each trigger from its stored kwargs.
+        sql(eng, f"UPDATE {tq} SET kwargs = :k WHERE fired_at IS NULL",
+            k=json.dumps({"moment": now.isoformat()}))
         b = cluster.start("triggerer")
         wait_for("B to take over and fire the rest", lambda: states(eng, "many") == {"queued": 20}, 30, cluster)
         assert time.monotonic() - killed_at >= 2.5  # not before A's heartbeat was 3 s old (less B's start-up)
