@@ -108,9 +108,23 @@ def _execute_script(conn, text: str) -> None:
         raise sa.exc.DBAPIError.instance(text[:200], None, exc, conn.dialect.loaded_dbapi.Error) from exc
 
 
-def install_one(conn, name: str, revision: str) -> None:
+def text_at(dialect: str, name: str, revision: str) -> str:
+    """The definition of `name` as revision `revision` installs it. A later revision that
+    changes an object in place (views; a changed function is a new _vN instead) keeps the text
+    it replaced in sql/<dialect>/previous/<that revision>/<name>.sql: the first such copy
+    after `revision` is the text `revision` knew; without one the current file is."""
+    previous = SQL_DIR / dialect / "previous"
+    later = sorted(p.name for p in previous.iterdir() if p.is_dir() and p.name > revision) if previous.is_dir() else []
+    for rev in later:
+        path = previous / rev / f"{name}.sql"
+        if path.is_file():
+            return path.read_text()
+    return object_file(dialect, name).read_text()
+
+
+def install_one(conn, name: str, revision: str, text: str | None = None) -> None:
     dialect = dialect_of(conn)
-    text = object_file(dialect, name).read_text()
+    text = object_file(dialect, name).read_text() if text is None else text
     kind = object_kind(dialect, name, text)
     if dialect == "mysql" and kind != "view":
         conn.execute(sa.text(_drop_sql(kind, name)))  # MySQL has no CREATE OR REPLACE FUNCTION
@@ -151,7 +165,22 @@ def install_one(conn, name: str, revision: str) -> None:
 def install(op, names: list[str], revision: str) -> None:
     conn = op.get_bind()
     for name in names:
-        install_one(conn, name, revision)
+        install_one(conn, name, revision, text_at(dialect_of(conn), name, revision))
+
+
+def restore(op, names: list[str], revision: str, down_revision: str) -> None:
+    """Downgrade of `revision` for objects it changed in place: reinstall the text each had
+    before (sql/<dialect>/previous/<revision>/<name>.sql), recorded as `down_revision`'s."""
+    conn = op.get_bind()
+    dialect = dialect_of(conn)
+    for name in names:
+        install_one(conn, name, down_revision, text_at(dialect, name, down_revision))
+    # Replacing a view whose columns shrank drops its dependents (PostgreSQL, CASCADE): put
+    # back every other recorded object that went missing, from its file (unchanged by revision).
+    recorded = conn.execute(sa.text("SELECT name, kind, revision FROM procedure_version")).all()
+    for r in recorded:
+        if r.name not in names and db_checksum(conn, dialect, r.name, r.kind) is None:
+            install_one(conn, r.name, r.revision, text_at(dialect, r.name, down_revision))
 
 
 def remove(op, names: list[str]) -> None:

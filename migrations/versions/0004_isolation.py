@@ -10,7 +10,9 @@ second version of the procedures that used to fail for everyone.
   from a start_date like 9999-12-31) are reset, so `engine dags list` works again.
 
 The released _v1 objects stay installed and unchanged (an old scheduler keeps working during
-a rolling upgrade); OBJECTS lists what this revision adds, in dependency order.
+a rolling upgrade). NEW lists the objects this revision adds, in dependency order; CHANGED the
+views it changes in place, whose previous text sql/<dialect>/previous/0004/ keeps so that the
+downgrade puts them back as 0003 had them.
 
 Revision ID: 0004
 Revises: 0003
@@ -20,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-from engine.procedures import install, remove
+from engine.procedures import install, remove, restore
 
 revision = "0004"
 down_revision = "0003"
@@ -29,7 +31,8 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-OBJECTS: list[str] = ["dag_errors"]
+CHANGED = ["recent_ticks"]
+NEW = ["dag_errors"]
 
 
 def upgrade():
@@ -39,11 +42,12 @@ def upgrade():
     op.add_column("tick_log", sa.Column("errors", sa.Text, nullable=True))
     op.execute("UPDATE dag SET next_dagrun = NULL, next_dagrun_create_after = NULL "
                "WHERE next_dagrun >= '9999-01-01' OR next_dagrun_create_after >= '9999-01-01'")
-    install(op, OBJECTS, revision)
+    install(op, CHANGED + NEW, revision)
 
 
 def downgrade():
-    remove(op, OBJECTS)
+    remove(op, NEW)
+    restore(op, CHANGED, revision, down_revision)
     op.drop_column("tick_log", "errors")
     for column in ("error_at", "error", "error_step"):
         op.drop_column("dag", column)
