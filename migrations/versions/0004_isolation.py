@@ -29,7 +29,7 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-OBJECTS: list[str] = ["limit_usage", "pending_reasons", "recent_runs", "queue_tis_v2"]
+OBJECTS: list[str] = ["limit_usage", "pending_reasons", "recent_runs", "queue_tis_v2", "schedule_tis_v2"]
 # Views changed in place (a view has no version): their old text is gone, and the new one reads
 # nothing this revision adds and keeps every column the released v1 objects read, so a
 # downgrade leaves them installed rather than dropping what 0001-0003 need.
