@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 import sqlalchemy as sa
 
+from engine import db
 from tests.reference import TI, World, greedy
-from tests.world import load_world, queue
+from tests.world import call_queue_tis, load_world, queue
 
 
 def world(tis, pools=None, parallelism=None, dags=None, tasks=None, runs=None) -> World:
@@ -239,3 +240,22 @@ def test_tis_nobody_can_run_are_never_queued_and_pending_reasons_names_them(eng)
         c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES ('gone_pool', 1, false)"))
     assert _reasons(eng)[1] == "runnable"
     assert queue(eng, 512) == [1]
+
+
+def test_twice_in_one_transaction_and_what_it_refuses(eng, version):
+    """Callable twice per transaction (the second call counts what the first queued); refuses
+    REPEATABLE READ and a missing lock row with one line each."""
+    load_world(eng, world(tis_of(6, pool="p"), pools={"p": (4, False)}))
+    with db.connect(eng) as c:
+        first = call_queue_tis(c, version, max_tis=3, job_id=None, now=None)
+        second = call_queue_tis(c, version, max_tis=3, job_id=None, now=None)
+    assert len(first) == 3 and len(second) == 1  # the pool's last slot; nothing queued twice
+    assert not {r.ti_id for r in first} & {r.ti_id for r in second}
+    with eng.connect().execution_options(isolation_level="REPEATABLE READ") as c:
+        with pytest.raises(sa.exc.DBAPIError, match=f"queue_tis_v{version} needs READ COMMITTED"):
+            call_queue_tis(c, version, max_tis=3, job_id=None, now=None)
+    with eng.begin() as c:
+        c.execute(sa.text("DELETE FROM scheduler_lock WHERE name = 'queue_tis'"))
+    with db.connect(eng) as c:
+        with pytest.raises(sa.exc.DBAPIError, match="scheduler_lock row queue_tis is missing"):
+            call_queue_tis(c, version, max_tis=3, job_id=None, now=None)
