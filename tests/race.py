@@ -1,9 +1,10 @@
 """Real processes racing the real database on queue_tis (used by the test and the soak).
 
-Schedulers call queue_tis_v1 in a loop; completers claim and finish what was queued (through
-claim_tis_v1 / finish_ti_v1). After every step each process checks the invariant in SQL:
-no row of limit_usage has used > cap. Every queued TI id is recorded to check none is
-queued twice.
+Schedulers call queue_tis in a loop, each a given version (a rolling upgrade runs schedulers of
+two releases at once: queue_tis_v1 and queue_tis_v2 share the lock row); completers claim and
+finish what was queued (through the named queries claim_tis / finish_ti). After every step each
+process checks the invariant in SQL: no row of limit_usage has used > cap. Every queued TI id is
+recorded to check none is queued twice.
 """
 from __future__ import annotations
 
@@ -14,20 +15,23 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from engine import db
-from tests.world import reset
+from tests.world import call_queue_tis, reset
 
 # `key` is a reserved word in MySQL: select every column rather than name it.
 VIOLATIONS = sa.text("SELECT * FROM limit_usage WHERE used > cap")
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def setup_world(eng, n_tis: int = 400) -> None:
+def setup_world(eng, n_tis: int = 400, dotted: bool = False) -> None:
     """Pools, DAGs, tasks and ten running runs with n_tis scheduled TIs; every limit in play.
-    Written with dialect-neutral statements (rows built here), so it runs on both dialects."""
+    Written with dialect-neutral statements (rows built here), so it runs on both dialects.
+    dotted: DAG 'x.y' task 'z' (at most 3 at once) and DAG 'x' task 'y.z' (at most 2), whose
+    names join to the same 'x.y.z' (queue_tis_v1 cannot run on that world)."""
     pools = [("default_pool", 128, False), ("small", 3, False), ("mid", 5, True), ("big", 8, False)]
-    tasks = {"a": [("x", "small", None, None), ("y", "mid", 3, None)],
-             "b": [("x", "big", None, 2), ("z", "mid", None, None)]}
-    runs = [(g + 1, "a" if g < 5 else "b", f"r{g}", T0 + timedelta(seconds=g)) for g in range(10)]
+    dag_a, dag_b, task_ay, task_bz = ("x.y", "x", "z", "y.z") if dotted else ("a", "b", "y", "z")
+    tasks = {dag_a: [("x", "small", None, None), (task_ay, "mid", 3, None)],
+             dag_b: [("x", "big", None, 2), (task_bz, "mid", 2 if dotted else None, None)]}
+    runs = [(g + 1, dag_a if g < 5 else dag_b, f"r{g}", T0 + timedelta(seconds=g)) for g in range(10)]
     tis = []
     for g in range(n_tis):
         run_id, dag_id, run_name, run_after = runs[g % 10]
@@ -40,7 +44,7 @@ def setup_world(eng, n_tis: int = 400) -> None:
         c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:n, :s, :i)"),
                   [{"n": n, "s": s, "i": i} for n, s, i in pools])
         c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES (:d, 'race', :m)"),
-                  [{"d": "a", "m": 4}, {"d": "b", "m": None}])
+                  [{"d": dag_a, "m": 4}, {"d": dag_b, "m": None}])
         c.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, pool, max_active_tis_per_dag, "
                           "max_active_tis_per_dagrun) VALUES (:d, :t, 'bash', :p, :a, :b)"),
                   [{"d": d, "t": t, "p": p, "a": a, "b": b} for d, ts in tasks.items() for t, p, a, b in ts])
@@ -53,7 +57,8 @@ def setup_world(eng, n_tis: int = 400) -> None:
                           "'default', 'default', :run_after)"), tis)
 
 
-def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
+def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None = None) -> None:
+    """Call queue_tis_v<version> (None: the named query) in a loop."""
     eng = db.make_engine(url)
     rng = random.Random(seed)
     queued, busy, violations = [], 0, []
@@ -61,8 +66,8 @@ def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
     while time.monotonic() < deadline:
         try:
             with eng.begin() as c:
-                queued += [r.ti_id for r in db.run(c, "queue_tis", max_tis=rng.randint(1, 10), job_id=seed,
-                                                   now=None)]
+                queued += [r.ti_id for r in call_queue_tis(c, version, max_tis=rng.randint(1, 10), job_id=seed,
+                                                           now=None)]
         except sa.exc.DBAPIError as exc:
             if not db.is_lock_busy(exc):
                 raise
@@ -96,12 +101,14 @@ def completer_loop(url: str, seconds: float, seed: int, out) -> None:
     out.put({"finished": finished, "violations": violations})
 
 
-def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2) -> dict:
+def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,)) -> dict:
+    """versions: the queue_tis version of each scheduler, in turn (None: the named query)."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out)) for i in range(schedulers)]
+    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out, versions[i % len(versions)]))
+             for i in range(schedulers)]
     procs += [ctx.Process(target=completer_loop, args=(url, seconds, 100 + i, out)) for i in range(completers)]
     for p in procs:
         p.start()

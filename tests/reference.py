@@ -1,9 +1,14 @@
-"""The selection rule of queue_tis (docs/critical-section.md) in plain Python: the oracle queue_tis must match.
+"""The selection rule of queue_tis in plain Python: the oracle queue_tis must match.
 
 Walk the candidates (scheduled TIs of running runs of DAGs neither paused nor draining, plus
-resumes of any DAG) in the order priority_weight DESC, run_after, map_index, id; take one iff
-every limit still holds with it; stop after max_tis. A deferred TI in a pool with
-include_deferred counts against every limit (it keeps its place); elsewhere against none.
+resumes of any DAG; in both cases the DAG and the task active, the pool and the executor known)
+in the order priority_weight DESC, run_after, map_index, id; take one iff every limit still
+holds with it; stop after max_tis. A deferred TI in a pool with include_deferred counts against
+every limit (it keeps its place); elsewhere against none. Partitions are tuples of ids, never
+joined strings: ids may contain dots.
+
+queue_tis_v1 follows the same rule for worlds whose DAGs and tasks are all active and whose
+TIs' pools and executors all exist (it predates those checks).
 """
 from __future__ import annotations
 
@@ -36,11 +41,14 @@ class World:
     tis: list          # [TI]
     draining: frozenset = frozenset()  # dag_ids with is_draining
     drain_all: bool = False            # the deployment drains
+    removed_dags: frozenset = frozenset()   # dag_ids with is_active false (a sync removed them)
+    removed_tasks: frozenset = frozenset()  # (dag_id, task_id) with is_active false
+    # A TI's pool may be missing from `pools` and its executor from `parallelism`: no row.
 
 
 def greedy(w: World, max_tis: int) -> list[int]:
     holding = [t for t in w.tis if t.state in ("queued", "running")
-               or (t.state == "deferred" and w.pools[t.pool][1])]
+               or (t.state == "deferred" and w.pools.get(t.pool, (0, False))[1])]
     pool_used = Counter()
     for t in holding:
         pool_used[t.pool] += t.pool_slots
@@ -50,6 +58,10 @@ def greedy(w: World, max_tis: int) -> list[int]:
     exec_used = Counter(t.executor for t in holding)
 
     def admitted(t) -> bool:
+        if t.dag_id in w.removed_dags or (t.dag_id, t.task_id) in w.removed_tasks:
+            return False
+        if t.pool not in w.pools or t.executor not in w.parallelism:
+            return False
         return t.resuming or not (w.dags[t.dag_id][1] or t.dag_id in w.draining or w.drain_all)
 
     candidates = [t for t in w.tis if t.state == "scheduled" and w.runs[t.run][1] == "running" and admitted(t)]

@@ -1,13 +1,25 @@
-"""Four schedulers call queue_tis at once while two completers claim and finish: no limit is
-ever exceeded and no TI is queued twice (checked in SQL after every step of every process)."""
+"""Schedulers call queue_tis at once while two completers claim and finish: no limit is ever
+exceeded and no TI is queued twice (checked in SQL after every step of every process).
+
+Also a rolling upgrade (schedulers of the previous release calling queue_tis_v1 beside new ones
+calling queue_tis_v2, one database), and the new version alone on ids that collide when joined
+with '.'."""
+import pytest
 import sqlalchemy as sa
 
 from tests.race import race, setup_world
 
+CASES = {
+    "current": dict(versions=(None,), dotted=False),
+    "v1-and-v2": dict(versions=(1, 2), dotted=False),
+    "dotted-ids": dict(versions=(None,), dotted=True),
+}
 
-def test_racing_schedulers_never_exceed_a_limit_or_queue_twice(eng, db_url):
-    setup_world(eng, n_tis=400)
-    result = race(db_url, seconds=8, schedulers=4, completers=2)
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_racing_schedulers_never_exceed_a_limit_or_queue_twice(eng, db_url, case):
+    setup_world(eng, n_tis=400, dotted=CASES[case]["dotted"])
+    result = race(db_url, seconds=8, schedulers=4, completers=2, versions=CASES[case]["versions"])
     assert result["exit_codes"] == [0] * 6
     assert result["violations"] == []
     assert result["queued"] == result["distinct_queued"] > 50

@@ -216,3 +216,80 @@ def test_dag_run_finishes_and_leaf_decides_state(eng, cfg, tmp_path):
     drive(eng, cfg, {"a": FAIL})
     assert ti_states(eng) == {"a": "failed", "b": "success"}
     assert run_states(eng, "leaf") == ["success"]  # Airflow: the leaves decide
+
+
+def test_tis_of_a_removed_task_become_removed_and_the_run_finishes(eng, cfg, tmp_path):
+    """A sync that drops tasks: their TIs in none / scheduled / up_for_retry become `removed`
+    (never queued), TIs already queued or running finish, and the run succeeds."""
+    folder = tmp_path / "dags"
+    sync_source(eng, folder, """
+        with DAG("shrink"):
+            a = BashTask("a", bash_command="true")
+            b = BashTask("b", bash_command="true")
+            c = BashTask("c", bash_command="false", retries=1, retry_delay=3600)
+            d = BashTask("d", bash_command="true", max_active_tis_per_dagrun=1).expand(bash_command=["true", "true"])
+            a >> b
+    """)
+    trigger(eng, "shrink")
+    tick(eng, cfg)
+    running = {(ti.task_id, ti.map_index): ti for ti in claim(eng)}
+    assert sorted(running) == [("a", -1), ("c", -1), ("d", 0)]
+    assert finish(eng, running[("c", -1)], FAIL) == "up_for_retry"
+    assert ti_states(eng) == {"a": "running", "b": "none", "c": "up_for_retry", "d[0]": "running", "d[1]": "scheduled"}
+    sync_source(eng, folder, """
+        with DAG("shrink"):
+            a = BashTask("a", bash_command="true")
+    """)
+    reasons = dict(sql(eng, "SELECT task_id, reason FROM pending_reasons"))
+    assert reasons == {"d": "task removed"}  # before schedule_tis marks it: never queued either
+    tick(eng, cfg)
+    assert ti_states(eng) == {"a": "running", "b": "removed", "c": "removed", "d[0]": "running", "d[1]": "removed"}
+    finish(eng, running[("a", -1)], OK)
+    finish(eng, running[("d", 0)], OK)
+    drive(eng, cfg)
+    assert ti_states(eng) == {"a": "success", "b": "removed", "c": "removed", "d[0]": "success", "d[1]": "removed"}
+    assert run_states(eng, "shrink") == ["success"]  # removed is done, and not a failure
+    (recent,) = sql(eng, "SELECT tis, success, failed, unfinished, removed FROM recent_runs")
+    assert tuple(recent) == (5, 2, 0, 0, 3)
+
+
+POISON = "test_poisoned_run"
+
+
+def _dag_errors(eng) -> dict:
+    return {r.dag_id: (r.error_step, r.error, r.error_at is not None)
+            for r in sql(eng, "SELECT dag_id, error_step, error, error_at FROM dag ORDER BY dag_id")}
+
+
+def test_one_runs_bad_data_is_recorded_against_its_dag_and_other_runs_go_on(eng, cfg, tmp_path):
+    """A run whose TIs cannot be written (a CHECK constraint stands in for bad data) fails alone:
+    its DAG gets the error, every other run, of its DAG too, moves on; fixed, the error clears."""
+    sync_source(eng, tmp_path / "dags", """
+        for dag_id in ("bad", "good"):
+            with DAG(dag_id, max_active_runs=4):
+                BashTask("a", bash_command="true") >> BashTask("b", bash_command="true")
+    """)
+    trigger(eng, "good", run_id="g1")
+    trigger(eng, "bad", run_id="poisoned")
+    trigger(eng, "bad", run_id="fine")
+    sql(eng, f"ALTER TABLE task_instance ADD CONSTRAINT {POISON} CHECK (run_id <> 'poisoned' OR state <> 'scheduled')")
+    tick(eng, cfg)
+    states = {(r.run_id, r.task_id): r.state for r in sql(eng, "SELECT run_id, task_id, state FROM task_instance")}
+    assert states == {("g1", "a"): "queued", ("g1", "b"): "none", ("fine", "a"): "queued", ("fine", "b"): "none",
+                      ("poisoned", "a"): "none", ("poisoned", "b"): "none"}
+    errors = _dag_errors(eng)
+    assert errors["good"] == (None, None, False)
+    step, error, stamped = errors["bad"]
+    assert step == "schedule_tis" and stamped
+    assert error.startswith("run poisoned: ") and POISON in error and "\n" not in error
+
+    drive(eng, cfg)  # the other runs finish, call after call, while the poisoned one still fails
+    assert sorted(r.run_id for r in sql(eng, "SELECT run_id FROM dag_run WHERE state = 'success'")) == \
+        ["fine", "g1"]
+    assert run_states(eng, "bad") == ["running", "success"]
+    assert _dag_errors(eng)["bad"][0] == "schedule_tis"
+
+    sql(eng, f"ALTER TABLE task_instance DROP CONSTRAINT {POISON}")  # the data is fixed
+    drive(eng, cfg)
+    assert run_states(eng, "bad") == ["success", "success"]
+    assert _dag_errors(eng)["bad"] == (None, None, False)  # cleared by the step that recorded it

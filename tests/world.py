@@ -30,14 +30,17 @@ def load_world(eng, w: World) -> None:
             c.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:n, :s, :i)"),
                       {"n": name, "s": slots, "i": inc})
         for dag_id, (max_tasks, paused) in w.dags.items():
-            c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks, is_paused, is_draining) "
-                              "VALUES (:d, 'x', :m, :p, :dr)"),
-                      {"d": dag_id, "m": max_tasks, "p": paused, "dr": dag_id in w.draining})
+            c.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_tasks, is_paused, is_draining, is_active) "
+                              "VALUES (:d, 'x', :m, :p, :dr, :a)"),
+                      {"d": dag_id, "m": max_tasks, "p": paused, "dr": dag_id in w.draining,
+                       "a": dag_id not in w.removed_dags})
         c.execute(sa.text("UPDATE deployment SET is_draining = :dr"), {"dr": w.drain_all})
         for (dag_id, task_id), (per_dag, per_run) in w.tasks.items():
             c.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, bash_command, pool, max_active_tis_per_dag, "
-                              "max_active_tis_per_dagrun) VALUES (:d, :t, 'bash', 'true', 'default_pool', :a, :b)"),
-                      {"d": dag_id, "t": task_id, "a": per_dag, "b": per_run})
+                              "max_active_tis_per_dagrun, is_active) "
+                              "VALUES (:d, :t, 'bash', 'true', 'default_pool', :a, :b, :act)"),
+                      {"d": dag_id, "t": task_id, "a": per_dag, "b": per_run,
+                       "act": (dag_id, task_id) not in w.removed_tasks})
         for run, (dag_id, state, run_after) in w.runs.items():
             c.execute(sa.text("INSERT INTO dag_run (id, dag_id, run_id, run_type, state, run_after, created_at) "
                               "VALUES (:id, :d, :r, 'manual', :s, :a, :a)"),
@@ -55,7 +58,19 @@ def load_world(eng, w: World) -> None:
                  for t in w.tis])
 
 
-def queue(eng, max_tis: int) -> list[int]:
+# queue_tis by version, as a scheduler of that release calls it (the named query calls the newest).
+QUEUE_CALL = {"postgresql": "SELECT * FROM queue_tis_v{v}(:max_tis, :job_id, :now)",
+              "mysql": "CALL queue_tis_v{v}(:max_tis, :job_id, :now, 2)"}
+
+
+def call_queue_tis(conn, version: int | None = None, **params):
+    """queue_tis_v<version> (None: the named query) in the caller's transaction; the rows."""
+    if version is None:
+        return db.run(conn, "queue_tis", **params).all()
+    return conn.execute(sa.text(QUEUE_CALL[db.dialect_dir(conn)].format(v=int(version))), params).all()
+
+
+def queue(eng, max_tis: int, version: int | None = None) -> list[int]:
     with db.connect(eng) as c:
-        rows = db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None).all()
+        rows = call_queue_tis(c, version, max_tis=max_tis, job_id=None, now=None)
     return [r.ti_id for r in rows]

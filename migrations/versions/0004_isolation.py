@@ -31,8 +31,8 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-CHANGED = ["recent_ticks"]
-NEW = ["dag_errors"]
+CHANGED = ["limit_usage", "pending_reasons", "recent_runs", "recent_ticks"]
+NEW = ["dag_errors", "queue_tis_v2", "schedule_tis_v2"]
 
 
 def upgrade():

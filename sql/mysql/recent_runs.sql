@@ -1,4 +1,6 @@
--- recent_runs: the 50 most recently created dag runs with their TIs counted by state.
+-- recent_runs: the 50 most recently created dag runs with their TIs counted by state. `removed`
+-- (TIs whose task a sync removed: done, not a failure) is the last column: PostgreSQL can only
+-- append columns to a view in place.
 -- MySQL: SUM(CASE ...) for FILTER, cast to SIGNED.
 CREATE VIEW recent_runs AS
 SELECT r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.created_at, r.start_date, r.end_date,
@@ -7,7 +9,8 @@ SELECT r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.created_at, r.
        CAST(SUM(CASE WHEN ti.state IN ('failed', 'upstream_failed') THEN 1 ELSE 0 END) AS SIGNED) AS failed,
        CAST(SUM(CASE WHEN ti.state = 'skipped' THEN 1 ELSE 0 END) AS SIGNED) AS skipped,
        CAST(SUM(CASE WHEN ti.state IN ('scheduled', 'queued', 'running', 'deferred', 'up_for_retry', 'none')
-                     THEN 1 ELSE 0 END) AS SIGNED) AS unfinished
+                     THEN 1 ELSE 0 END) AS SIGNED) AS unfinished,
+       CAST(SUM(CASE WHEN ti.state = 'removed' THEN 1 ELSE 0 END) AS SIGNED) AS removed
 FROM (SELECT * FROM dag_run ORDER BY created_at DESC, id DESC LIMIT 50) r
 LEFT JOIN task_instance ti ON ti.dag_run_id = r.id
 GROUP BY r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.created_at, r.start_date, r.end_date
