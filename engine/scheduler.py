@@ -101,6 +101,8 @@ class Scheduler:
             "tis_scheduled": count(sched, "tis_scheduled"),
             "tis_skipped": count(sched, "tis_skipped"),
             "tis_upstream_failed": count(sched, "tis_upstream_failed"),
+            "tis_removed": count(sched, "tis_removed"),
+            "runs_errored": count(sched, "runs_errored"),
             "runs_finished": count(sched, "runs_finished"),
             "tis_queued": len(queued),
             "busy": busy,
@@ -160,7 +162,9 @@ def format_summary(s: dict) -> str:
         orphans = (f"; orphans: jobs dead={s['jobs_failed']} tis adopted={s['tis_adopted']} "
                    f"failed={s['tis_orphan_failed']}; stuck: requeued={s['tis_requeued']} failed={s['tis_stuck_failed']}")
     failed = f" failed={','.join(e['step'] for e in s['errors'])}" if s.get("errors") else ""
+    errored = f"; runs with errors={s['runs_errored']} (see dag_errors)" if s.get("runs_errored") else ""
     return (f"tick: runs created={s['runs_created']} started={s['runs_started']} finished={s['runs_finished']}; "
             f"tis scheduled={s['tis_scheduled']} skipped={s['tis_skipped']} "
-            f"upstream_failed={s['tis_upstream_failed']} queued={s['tis_queued']}{orphans}{busy}{failed}; "
+            f"upstream_failed={s['tis_upstream_failed']} removed={s.get('tis_removed', 0)} queued={s['tis_queued']}"
+            f"{orphans}{busy}{failed}{errored}; "
             f"{s['duration_ms']} ms")
