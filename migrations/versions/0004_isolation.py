@@ -29,7 +29,10 @@ depends_on = None
 
 TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-OBJECTS: list[str] = []
+OBJECTS: list[str] = [
+    # procs: no value a DAG, task or TI holds makes these fail for everyone.
+    "finish_ti_v2", "reset_orphans_v2",
+]
 
 
 def upgrade():

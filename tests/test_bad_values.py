@@ -1,0 +1,212 @@
+"""No value a DAG, task or TI holds makes a procedure fail for everyone.
+
+Values the lead refuses at `dags sync` (retry_delay=1e300, start_date in year 9999, ...) can
+still be in the database: rows written before the fix, or by hand from a SQL console. Each test
+stores such a value by hand, then checks on both dialects that the step that used to fail for
+everybody goes on: the bad DAG/TI gets a bounded result or a recorded error, every other DAG
+keeps getting runs, and `engine tick` does not raise.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from engine import db
+from engine.validate import MAX_SECONDS
+from tests.helpers import sql, sync_source, tick, trigger
+
+INT32_MAX = 2**31 - 1
+
+
+def register(eng, kind: str = "worker") -> int:
+    with db.connect(eng) as conn:
+        return db.run(conn, "register_job", kind=kind, hostname="h", pid=1).scalar_one()
+
+
+def claim_as(eng, job_id, limit: int = 1000) -> list:
+    with db.connect(eng) as conn:
+        return db.run(conn, "claim_tis", job_id=job_id, hostname="h", queues=["default"], limit=limit,
+                      log_dir="/tmp/engine-test-logs", now=None).all()
+
+
+def finish_try(eng, ti_id: int, try_number: int, exit_code=1, reason=None):
+    with db.connect(eng) as conn:
+        return db.run(conn, "finish_ti", ti_id=ti_id, try_number=try_number, exit_code=exit_code,
+                      timed_out=False, reason=reason, now=None).scalar()
+
+
+def db_now(eng) -> datetime:
+    return sql(eng, "SELECT CURRENT_TIMESTAMP(6)")[0][0]
+
+
+def ti(eng, ti_id: int):
+    return sql(eng, "SELECT id, dag_id, task_id, state, try_number, retry_at, state_reason FROM task_instance "
+                    "WHERE id = :i", i=ti_id)[0]
+
+
+def dag_error(eng, dag_id: str):
+    return sql(eng, "SELECT error_step, error, error_at FROM dag WHERE dag_id = :d", d=dag_id)[0]
+
+
+def orphan_tick(eng, cfg) -> dict:
+    """A scheduler pass whose orphan check is due (the previous pass stamped it)."""
+    sql(eng, "UPDATE scheduler_lock SET last_run_at = NULL WHERE name = 'reset_orphans'")
+    return tick(eng, cfg)
+
+
+def bystander_source(days_back: int = 3) -> str:
+    start = (datetime.now(timezone.utc) - timedelta(days=days_back)).strftime("%Y-%m-%d")
+    return f"""
+    with DAG("bystander", schedule="@daily", start_date="{start}", catchup=True, max_active_runs=16):
+        BashTask("t", bash_command="true")
+    with DAG("manual"):
+        BashTask("t", bash_command="true")
+"""
+
+
+def assert_bystanders_get_runs(eng, cfg) -> None:
+    """The cron DAG got its due runs and a manual run starts and gets its TI queued."""
+    trigger(eng, "manual")
+    tick(eng, cfg)
+    assert sql(eng, "SELECT count(*) FROM dag_run WHERE dag_id = 'bystander'")[0][0] >= 2
+    assert sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'manual'")[0][0] == "running"
+    assert sql(eng, "SELECT state FROM task_instance WHERE dag_id = 'manual'")[0][0] == "queued"
+
+
+# ---- finish_ti_v2 / reset_orphans_v2: retry delays ---------------------------------------------
+
+BAD_SOURCE = """
+    with DAG("bad", max_active_tasks=10):
+        BashTask("failed_try", bash_command="false", retries=3, retry_delay=3600)
+        BashTask("orphaned_try", bash_command="false", retries=3, retry_delay=3600)
+"""
+
+# (what is stored by hand in task, the try number the TI is at when it fails)
+HUGE_DELAYS = {
+    "retry_delay_1e300": ("retry_delay = 1e300", None),
+    "backoff_huge_try_number": ("retry_delay = 1e300, retry_exponential_backoff = true, max_retry_delay = 1e300",
+                                2_000_000_000),
+    "backoff_no_cap": ("retry_delay = 1e300, retry_exponential_backoff = true, max_retry_delay = NULL", 1_000),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUGE_DELAYS))
+def test_a_huge_retry_delay_fails_one_try_and_nothing_else(eng, cfg, tmp_path, case):
+    stored, try_number = HUGE_DELAYS[case]
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE + bystander_source())
+    sql(eng, "UPDATE dag SET is_paused = true WHERE dag_id = 'bystander'")  # its runs come later
+    trigger(eng, "bad")
+    tick(eng, cfg)
+    worker = register(eng)
+    claimed = {r.task_id: r for r in claim_as(eng, worker)}
+    assert set(claimed) == {"failed_try", "orphaned_try"}
+    sql(eng, f"UPDATE task SET {stored} WHERE dag_id = 'bad'")
+    if try_number is not None:  # a TI far into its retries
+        sql(eng, "UPDATE task_instance SET try_number = :n, max_tries = :m WHERE dag_id = 'bad'",
+            n=try_number, m=try_number + 10)
+    tries = {t: (try_number or r.try_number) for t, r in claimed.items()}
+
+    # A failed try: the worker's report is taken, the TI waits for a retry at a readable time.
+    before = db_now(eng)
+    assert finish_try(eng, claimed["failed_try"].ti_id, tries["failed_try"]) == "up_for_retry"
+    failed = ti(eng, claimed["failed_try"].ti_id)
+    assert failed.state == "up_for_retry"
+    assert before < failed.retry_at <= db_now(eng) + timedelta(seconds=MAX_SECONDS)
+
+    # An orphaned try: its worker died; the next tick's reset_orphans ends it the same way.
+    sql(eng, "UPDATE job SET state = 'failed' WHERE id = :w", w=worker)
+    summary = orphan_tick(eng, cfg)
+    assert summary["tis_orphan_failed"] == 1
+    orphan = ti(eng, claimed["orphaned_try"].ti_id)
+    assert orphan.state == "up_for_retry" and orphan.state_reason == f"worker job {worker} died"
+    assert before < orphan.retry_at <= db_now(eng) + timedelta(seconds=MAX_SECONDS)
+    assert dag_error(eng, "bad").error is None
+
+    sql(eng, "UPDATE dag SET is_paused = false WHERE dag_id = 'bystander'")
+    assert_bystanders_get_runs(eng, cfg)
+    history = sql(eng, "SELECT state FROM task_instance_history WHERE dag_id = 'bad'")
+    assert [h.state for h in history] == ["failed", "failed"]  # one row per finished try
+
+
+def test_retry_delays_within_range_keep_their_meaning(eng, cfg, tmp_path):
+    """Clamping changes nothing for sane values: backoff doubles, max_retry_delay caps."""
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE)
+    sql(eng, "UPDATE task SET retry_delay = 10, retry_exponential_backoff = true, max_retry_delay = 25 "
+             "WHERE task_id = 'failed_try'")
+    trigger(eng, "bad")
+    tick(eng, cfg)
+    t0 = db_now(eng)
+    delays = []
+    for try_number in (1, 2, 3):
+        sql(eng, "UPDATE task_instance SET state = 'running', try_number = :n WHERE task_id = 'failed_try'",
+            n=try_number)
+        ti_id = sql(eng, "SELECT id FROM task_instance WHERE task_id = 'failed_try'")[0][0]
+        with db.connect(eng) as conn:
+            assert db.run(conn, "finish_ti", ti_id=ti_id, try_number=try_number, exit_code=1, timed_out=False,
+                          reason=None, now=t0).scalar() == "up_for_retry"
+        delays.append((ti(eng, ti_id).retry_at - t0).total_seconds())
+    assert delays == [10, 20, 25]
+
+
+def test_any_reason_text_is_accepted_and_bounded(eng, cfg, tmp_path, dialect):
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE)
+    trigger(eng, "bad")
+    tick(eng, cfg)
+    rows = claim_as(eng, None)
+    long_reason = "the database refused the report: " + "x" * 100_000
+    assert finish_try(eng, rows[0].ti_id, rows[0].try_number, reason=long_reason) == "up_for_retry"
+    stored = ti(eng, rows[0].ti_id).state_reason
+    assert stored == long_reason[:4000]
+    if dialect == "mysql":  # PostgreSQL's driver cannot even send a NUL character in text
+        assert finish_try(eng, rows[1].ti_id, rows[1].try_number, reason="a\x00b") == "up_for_retry"
+        assert ti(eng, rows[1].ti_id).state_reason == "ab"
+    reasons = [h.reason for h in sql(eng, "SELECT reason FROM task_instance_history ORDER BY id")]
+    assert reasons[0] == long_reason[:4000]
+
+
+def test_a_try_whose_task_row_is_gone_still_ends(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE)
+    trigger(eng, "bad")
+    tick(eng, cfg)
+    (row, _) = claim_as(eng, None)
+    sql(eng, "DELETE FROM task_dependency WHERE dag_id = 'bad'")
+    sql(eng, "DELETE FROM task WHERE dag_id = 'bad' AND task_id = :t", t=row.task_id)
+    t0 = db_now(eng)
+    assert finish_try(eng, row.ti_id, row.try_number) == "up_for_retry"
+    assert ti(eng, row.ti_id).retry_at >= t0 + timedelta(seconds=299)  # the column default, 300 s
+
+
+# ---- reset_orphans_v2: one orphan that cannot be ended -----------------------------------------
+
+def test_an_orphan_that_cannot_be_ended_is_recorded_and_the_others_go_on(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE + """
+    with DAG("good"):
+        BashTask("t", bash_command="true", retries=1, retry_delay=3600)
+""")
+    trigger(eng, "bad")
+    trigger(eng, "good")
+    tick(eng, cfg)
+    worker = register(eng)
+    rows = {(r.dag_id, r.task_id): r for r in claim_as(eng, worker)}
+    stuck = rows[("bad", "orphaned_try")]
+    # The fault: history rows of that one TI are refused (any error inside finish_ti would do).
+    sql(eng, f"ALTER TABLE task_instance_history ADD CONSTRAINT test_fault CHECK (ti_id <> {stuck.ti_id})")
+    sql(eng, "UPDATE job SET state = 'failed' WHERE id = :w", w=worker)
+
+    summary = orphan_tick(eng, cfg)  # does not raise
+    assert summary["tis_orphan_failed"] == 2
+    assert ti(eng, rows[("good", "t")].ti_id).state == "up_for_retry"
+    assert ti(eng, rows[("bad", "failed_try")].ti_id).state == "up_for_retry"
+    left = ti(eng, stuck.ti_id)
+    assert left.state == "running" and left.state_reason.startswith("reset_orphans: could not end orphaned try")
+    err = dag_error(eng, "bad")
+    assert err.error_step == "reset_orphans" and f"TI {stuck.ti_id} " in err.error and "\n" not in err.error
+    assert err.error_at is not None
+    assert dag_error(eng, "good").error is None
+
+    sql(eng, "ALTER TABLE task_instance_history DROP CONSTRAINT test_fault")
+    assert orphan_tick(eng, cfg)["tis_orphan_failed"] == 1
+    assert ti(eng, stuck.ti_id).state == "up_for_retry"
+    assert dag_error(eng, "bad").error_step is None  # cleared when the step next succeeds for it
