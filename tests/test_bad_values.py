@@ -210,3 +210,96 @@ def test_an_orphan_that_cannot_be_ended_is_recorded_and_the_others_go_on(eng, cf
     assert orphan_tick(eng, cfg)["tis_orphan_failed"] == 1
     assert ti(eng, stuck.ti_id).state == "up_for_retry"
     assert dag_error(eng, "bad").error_step is None  # cleared when the step next succeeds for it
+
+
+# ---- create_dag_runs_v2: dates past 9999, one DAG that fails -----------------------------------
+
+FAR_SOURCE = """
+    with DAG("far", schedule="@daily", start_date="2026-01-01", catchup=False):
+        BashTask("t", bash_command="true")
+"""
+
+
+@pytest.mark.parametrize("stored", ["9999-12-31 23:59:59", "9999-06-01 00:00:00"])
+def test_a_start_date_in_year_9999_never_fires_and_stops_nobody(eng, cfg, tmp_path, stored):
+    sync_source(eng, tmp_path / "dags", FAR_SOURCE + bystander_source())
+    sql(eng, "UPDATE dag SET start_date = :s, next_dagrun = NULL, next_dagrun_create_after = NULL "
+             "WHERE dag_id = 'far'", s=stored)
+    tick(eng, cfg)  # does not raise
+    tick(eng, cfg)
+    rows = sql(eng, "SELECT * FROM dag ORDER BY dag_id")  # every row readable from Python
+    far = {r.dag_id: r for r in rows}["far"]
+    assert far.next_dagrun is None and far.next_dagrun_create_after is None
+    assert far.error_step == "create_dag_runs" and "9999-01-01" in far.error and "\n" not in far.error
+    assert far.error_at is not None
+    assert sql(eng, "SELECT count(*) FROM dag_run WHERE dag_id = 'far'")[0][0] == 0
+    sql(eng, "SELECT * FROM dag_run")
+    assert_bystanders_get_runs(eng, cfg)
+    # Fixed by hand (a sync does the same): the DAG runs again and its error is cleared.
+    sql(eng, "UPDATE dag SET start_date = '2026-01-01' WHERE dag_id = 'far'")
+    tick(eng, cfg)
+    far = sql(eng, "SELECT next_dagrun, error_step, error FROM dag WHERE dag_id = 'far'")[0]
+    assert far.next_dagrun is not None and far.error_step is None and far.error is None
+    assert sql(eng, "SELECT count(*) FROM dag_run WHERE dag_id = 'far'")[0][0] == 1
+
+
+def test_a_next_dagrun_past_the_horizon_is_never_kept(eng, cfg, tmp_path):
+    """A next_dagrun stored by hand at or past 9999-01-01 is not used nor written again."""
+    sync_source(eng, tmp_path / "dags", FAR_SOURCE.replace("catchup=False", "catchup=True"))
+    sql(eng, "UPDATE dag SET next_dagrun = '9999-01-01 00:00:00', next_dagrun_create_after = NULL "
+             "WHERE dag_id = 'far'")
+    tick(eng, cfg)
+    far = sql(eng, "SELECT * FROM dag WHERE dag_id = 'far'")[0]
+    assert far.next_dagrun is None and far.error_step == "create_dag_runs"
+
+
+def test_cron_next_v2_stops_at_the_horizon(eng):
+    # PostgreSQL's v1 answers year 10000 (unreadable by Python); MySQL's v1 raises an overflow.
+    def nxt(expr, after):
+        return sql(eng, "SELECT cron_next_v2(:e, :a)", e=expr, a=after)[0][0]
+    assert nxt("0 0 1 1 *", "9998-06-01 00:00:00") is None  # 9999-01-01 itself is the horizon
+    assert nxt("0 0 1 1 *", "9997-06-01 00:00:00") == datetime(9998, 1, 1, tzinfo=timezone.utc)
+    assert nxt("* * * * *", "9998-12-31 23:58:00") == datetime(9998, 12, 31, 23, 59, tzinfo=timezone.utc)
+    assert nxt("* * * * *", "9998-12-31 23:59:00") is None
+    assert nxt("* * * * *", "9999-12-31 23:59:59") is None
+    assert nxt("0 0 29 2 *", "9998-12-31 23:59:59") is None  # the next 29 February is in year 10000
+
+
+def add_fault(eng, table: str, dag_id: str) -> None:
+    """Any statement of create_dag_runs that writes `table` for this DAG fails (a CHECK)."""
+    sql(eng, f"ALTER TABLE {table} ADD CONSTRAINT test_fault CHECK (dag_id <> '{dag_id}')")
+
+
+def drop_fault(eng, table: str) -> None:
+    sql(eng, f"ALTER TABLE {table} DROP CONSTRAINT test_fault")
+
+
+@pytest.mark.parametrize("step, table", [("creating runs", "dag_run"), ("starting runs", "task_instance")])
+def test_one_dag_failing_in_create_dag_runs_is_recorded_and_the_others_get_runs(eng, cfg, tmp_path, step, table):
+    sync_source(eng, tmp_path / "dags", bystander_source() + """
+    with DAG("broken", schedule="@daily", start_date="2026-01-01", catchup=False):
+        BashTask("t", bash_command="true")
+    with DAG("zzz"):
+        BashTask("t", bash_command="true")
+""")
+    if table == "task_instance":  # a queued run whose start fails
+        trigger(eng, "broken")
+        sql(eng, "UPDATE dag SET next_dagrun_create_after = '2999-01-01' WHERE dag_id = 'broken'")
+    add_fault(eng, table, "broken")
+    trigger(eng, "zzz")  # a DAG after the broken one, in both steps' order
+    tick(eng, cfg)  # does not raise
+    err = dag_error(eng, "broken")
+    assert err.error_step == "create_dag_runs" and err.error.startswith(step + ": ") and "test_fault" in err.error
+    assert "\n" not in err.error
+    broken_runs = sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'broken'")
+    assert [r.state for r in broken_runs] == ([] if table == "dag_run" else ["queued"])  # all or nothing
+    assert sql(eng, "SELECT count(*) FROM task_instance WHERE dag_id = 'broken'")[0][0] == 0
+    assert sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'zzz'")[0][0] == "running"
+    assert_bystanders_get_runs(eng, cfg)
+    for other in ("bystander", "manual", "zzz"):
+        assert dag_error(eng, other).error_step is None
+
+    drop_fault(eng, table)
+    tick(eng, cfg)
+    assert dag_error(eng, "broken").error_step is None
+    assert [r.state for r in sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'broken'")] == ["running"]

@@ -31,7 +31,7 @@ TS = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "ma
 
 OBJECTS: list[str] = [
     # procs: no value a DAG, task or TI holds makes these fail for everyone.
-    "finish_ti_v2", "reset_orphans_v2",
+    "cron_next_v2", "finish_ti_v2", "reset_orphans_v2", "create_dag_runs_v2",
 ]
 
 
