@@ -303,3 +303,17 @@ def test_one_dag_failing_in_create_dag_runs_is_recorded_and_the_others_get_runs(
     tick(eng, cfg)
     assert dag_error(eng, "broken").error_step is None
     assert [r.state for r in sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'broken'")] == ["running"]
+
+
+# ---- claim_tis_v2: a try number at INT32_MAX -----------------------------------------------------
+
+def test_a_try_number_at_int32_max_is_claimed_and_every_other_ti_too(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE)
+    trigger(eng, "bad")
+    tick(eng, cfg)
+    sql(eng, "UPDATE task_instance SET try_number = :n WHERE task_id = 'failed_try'", n=INT32_MAX)
+    rows = {r.task_id: r for r in claim_as(eng, None)}  # v1: "integer out of range" for every worker
+    assert set(rows) == {"failed_try", "orphaned_try"}
+    assert rows["failed_try"].try_number == INT32_MAX and rows["orphaned_try"].try_number == 1
+    assert rows["failed_try"].log_path.endswith(f"/attempt={INT32_MAX}.log")
+    assert finish_try(eng, rows["failed_try"].ti_id, INT32_MAX) == "failed"
