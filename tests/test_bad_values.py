@@ -317,3 +317,131 @@ def test_a_try_number_at_int32_max_is_claimed_and_every_other_ti_too(eng, cfg, t
     assert rows["failed_try"].try_number == INT32_MAX and rows["orphaned_try"].try_number == 1
     assert rows["failed_try"].log_path.endswith(f"/attempt={INT32_MAX}.log")
     assert finish_try(eng, rows["failed_try"].ti_id, INT32_MAX) == "failed"
+
+
+# ---- defer_ti_v2, fire_trigger_v2, claim_triggers_v2 ---------------------------------------------
+
+DEFER_SOURCE = """
+    with DAG("d", max_active_tasks=10):
+        PythonTask("a", python_callable="x:y", retries=1, retry_delay=3600)
+        PythonTask("b", python_callable="x:y", retries=1, retry_delay=3600)
+"""
+GOOD_DEFER = dict(classpath="engine.triggers:DateTimeTrigger", trigger_kwargs='{"moment": "2999-01-01T00:00:00+00:00"}',
+                  method="resume", next_kwargs="{}", timeout=None)
+
+
+@pytest.fixture
+def running(eng, cfg, tmp_path):
+    """DAG d's two TIs, claimed (running): {task_id: claimed row}."""
+    sync_source(eng, tmp_path / "dags", DEFER_SOURCE)
+    trigger(eng, "d")
+    tick(eng, cfg)
+    return {r.task_id: r for r in claim_as(eng, None)}
+
+
+def defer_raw(eng, row, **changes):
+    args = {**GOOD_DEFER, **changes}
+    with db.connect(eng) as conn:
+        return db.run(conn, "defer_ti", ti_id=row.ti_id, try_number=row.try_number, now=None, **args).scalar()
+
+
+BAD_DEFERS = {
+    "timeout_1e300": (dict(timeout=1e300), "bad timeout"),
+    "timeout_negative": (dict(timeout=-1.0), "bad timeout"),
+    "timeout_nan": (dict(timeout=float("nan")), "bad timeout"),  # PostgreSQL only: see below
+    "timeout_infinity": (dict(timeout=float("inf")), "bad timeout"),
+    "kwargs_nan": (dict(trigger_kwargs='{"x": NaN}'), "trigger kwargs are not plain JSON"),
+    "kwargs_not_json": (dict(trigger_kwargs="{"), "trigger kwargs are not plain JSON"),
+    "kwargs_a_list": (dict(trigger_kwargs="[1, 2]"), "trigger kwargs must be a JSON object"),
+    "next_kwargs_infinity": (dict(next_kwargs='{"x": Infinity}'), "next kwargs are not plain JSON"),
+    "next_kwargs_a_string": (dict(next_kwargs='"s"'), "next kwargs must be a JSON object"),
+    "classpath_no_class": (dict(classpath="engine.triggers"), "bad trigger classpath"),
+    "classpath_too_long": (dict(classpath="m:" + "C" * 5000), "bad trigger classpath"),
+    "classpath_nul": (dict(classpath="m:C\x00"), "bad trigger classpath"),  # MySQL only: see below
+    "method_empty": (dict(method=""), "bad method"),
+    "method_too_long": (dict(method="m" * 300), "bad method"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DEFERS))
+def test_defer_refuses_a_bad_argument_with_a_one_line_error_and_changes_nothing(eng, running, dialect, case):
+    changes, needle = BAD_DEFERS[case]
+    if dialect == "mysql" and case in ("timeout_nan", "timeout_infinity"):
+        pytest.skip("PyMySQL cannot send NaN or Infinity (a DOUBLE holds neither); the worker refuses them")
+    if dialect == "postgresql" and case == "classpath_nul":
+        pytest.skip("psycopg cannot send a NUL character in text; the worker refuses it")
+    with pytest.raises(sa.exc.DBAPIError) as info:
+        defer_raw(eng, running["a"], **changes)
+    assert db.is_user_error(info.value), info.value
+    message = db.error_message(info.value)
+    assert message.startswith("defer_ti_v2: ") and needle in message and "\n" not in message, message
+    assert ti(eng, running["a"].ti_id).state == "running"
+    assert sql(eng, f"SELECT count(*) FROM {'`trigger`' if dialect == 'mysql' else 'trigger'}")[0][0] == 0
+    assert defer_raw(eng, running["b"]) == "deferred"  # a good report right after: as usual
+
+
+def test_defer_timeout_at_the_bound_is_accepted(eng, running):
+    assert defer_raw(eng, running["a"], timeout=float(MAX_SECONDS)) == "deferred"
+
+
+def deferred_trigger(eng, row, timeout=None) -> int:
+    assert defer_raw(eng, row, timeout=timeout) == "deferred"
+    return sql(eng, "SELECT trigger_id FROM task_instance WHERE id = :i", i=row.ti_id)[0][0]
+
+
+def fire_raw(eng, trigger_id: int, event: str | None, error: str | None):
+    with db.connect(eng) as conn:
+        return db.run(conn, "fire_trigger", trigger_id=trigger_id, event=event, error=error, now=None,
+                      boost=1000).scalar()
+
+
+@pytest.mark.parametrize("event", ["NaN", '{"x": NaN}', '{"x": 1', "not json"])
+def test_an_event_that_is_not_json_fails_that_try_only(eng, running, event):
+    bad, good = deferred_trigger(eng, running["a"]), deferred_trigger(eng, running["b"])
+    assert fire_raw(eng, bad, event, None) == "up_for_retry"
+    assert "the trigger's event is not plain JSON" in ti(eng, running["a"].ti_id).state_reason
+    assert fire_raw(eng, good, '{"ok": true}', None) == "scheduled"
+
+
+def test_fire_accepts_any_error_text_and_a_huge_retry_delay(eng, running, dialect):
+    sql(eng, "UPDATE task SET retry_delay = 1e300")
+    trig = deferred_trigger(eng, running["a"])
+    error = "boom " * 10_000 + ("\x00" if dialect == "mysql" else "")
+    assert fire_raw(eng, trig, None, error) == "up_for_retry"  # v1: retry_at overflows
+    row = ti(eng, running["a"].ti_id)
+    assert row.retry_at <= db_now(eng) + timedelta(seconds=MAX_SECONDS)
+    assert row.state_reason == error.replace("\x00", "")[:4000]
+
+
+def claim_triggers(eng, job_id: int, now=None) -> list:
+    with db.connect(eng) as conn:
+        return db.run(conn, "claim_triggers", job_id=job_id, limit=100, threshold=60.0, now=now).all()
+
+
+def test_a_timeout_with_a_huge_retry_delay_does_not_stop_the_triggerer(eng, running):
+    sql(eng, "UPDATE task SET retry_delay = 1e300 WHERE task_id = 'a'")
+    deferred_trigger(eng, running["a"], timeout=0.0)
+    waiting = deferred_trigger(eng, running["b"])
+    job = register(eng, "triggerer")
+    claimed = claim_triggers(eng, job)  # v1: the timeout's retry_at overflows, the pass fails
+    assert [r.trigger_id for r in claimed] == [waiting]
+    row = ti(eng, running["a"].ti_id)
+    assert row.state == "up_for_retry" and row.state_reason.startswith("trigger timed out")
+
+
+def test_a_timeout_that_cannot_fire_is_recorded_and_the_others_go_on(eng, running):
+    deferred_trigger(eng, running["a"], timeout=0.0)
+    deferred_trigger(eng, running["b"], timeout=0.0)
+    stuck = running["a"].ti_id
+    sql(eng, f"ALTER TABLE task_instance_history ADD CONSTRAINT test_fault CHECK (ti_id <> {stuck})")
+    job = register(eng, "triggerer")
+    claim_triggers(eng, job)  # does not raise
+    assert ti(eng, running["b"].ti_id).state == "up_for_retry"
+    left = ti(eng, stuck)
+    assert left.state == "deferred" and left.state_reason.startswith("claim_triggers: could not fire timed-out trigger")
+    err = dag_error(eng, "d")
+    assert err.error_step == "claim_triggers" and f"of TI {stuck}:" in err.error and "\n" not in err.error
+    sql(eng, "ALTER TABLE task_instance_history DROP CONSTRAINT test_fault")
+    claim_triggers(eng, job)
+    assert ti(eng, stuck).state == "up_for_retry"
+    assert dag_error(eng, "d").error_step is None
