@@ -445,3 +445,19 @@ def test_a_timeout_that_cannot_fire_is_recorded_and_the_others_go_on(eng, runnin
     claim_triggers(eng, job)
     assert ti(eng, stuck).state == "up_for_retry"
     assert dag_error(eng, "d").error_step is None
+
+
+# ---- requeue_stuck_v2: counters at INT32_MAX -----------------------------------------------------
+
+def test_a_stuck_ti_with_counters_at_int32_max_does_not_stop_the_pass(eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", BAD_SOURCE)
+    trigger(eng, "bad")
+    tick(eng, cfg)  # both TIs queued
+    sql(eng, "UPDATE task_instance SET queued_at = :t", t=db_now(eng) - timedelta(days=1))
+    sql(eng, "UPDATE task_instance SET try_number = :n, requeue_count = :n WHERE task_id = 'failed_try'", n=INT32_MAX)
+    summary = tick(eng, cfg)  # v1: "integer out of range" on every pass
+    assert (summary["tis_requeued"], summary["tis_stuck_failed"]) == (1, 1)
+    stuck = sql(eng, "SELECT state, try_number, requeue_count FROM task_instance WHERE task_id = 'failed_try'")[0]
+    assert (stuck.state, stuck.try_number, stuck.requeue_count) == ("failed", INT32_MAX, INT32_MAX)
+    other = sql(eng, "SELECT state, requeue_count FROM task_instance WHERE task_id = 'orphaned_try'")[0]
+    assert other.requeue_count == 1 and other.state in ("scheduled", "queued")

@@ -33,7 +33,7 @@ OBJECTS: list[str] = [
     # procs: no value a DAG, task or TI holds makes these fail for everyone.
     "cron_next_v2", "log_path_part_v1", "trigger_dag_v2", "create_dag_runs_v2", "claim_tis_v2",
     "finish_ti_v2", "reset_orphans_v2", "defer_ti_v2", "fire_trigger_v2",
-    "claim_triggers_v2",
+    "claim_triggers_v2", "requeue_stuck_v2",
 ]
 
 
