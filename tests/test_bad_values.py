@@ -14,10 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from engine import db
-from engine.validate import MAX_SECONDS
+from engine.validate import INT32_MAX, MAX_SECONDS
 from tests.helpers import sql, sync_source, tick, trigger
-
-INT32_MAX = 2**31 - 1
 
 
 def register(eng, kind: str = "worker") -> int:
