@@ -1,4 +1,5 @@
-"""cron_next_v1 / cron_prev_v1 (the database's cron) agree with croniter on random expressions."""
+"""cron_next_v1 / cron_next_v2 / cron_prev_v1 (the database's cron) agree with croniter on random
+expressions (cron_next_v2 only adds the 9999-01-01 horizon: tests/test_bad_values.py)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -44,7 +45,9 @@ def test_database_cron_matches_croniter(eng, expr, starts):
     with eng.connect() as c:
         for start in starts:
             t = start.replace(second=0, microsecond=0, tzinfo=timezone.utc)
-            nxt, prv = c.execute(sa.text("SELECT cron_next_v1(:e, :t), cron_prev_v1(:e, :t)"), {"e": cron, "t": t}).one()
+            nxt, nxt2, prv = c.execute(sa.text("SELECT cron_next_v1(:e, :t), cron_next_v2(:e, :t), cron_prev_v1(:e, :t)"),
+                                       {"e": cron, "t": t}).one()
+            assert nxt2 == nxt, (cron, t)
             it = croniter(cron, t)
             expected_next = it.get_next(datetime)
             if expected_next - t < timedelta(days=365 * 4):

@@ -1,3 +1,3 @@
--- One triggerer pass: timeouts, dead triggerers, new triggers to run (claim_triggers_v1).
+-- One triggerer pass: timeouts, dead triggerers, new triggers to run (claim_triggers_v2).
 -- result json: kwargs
-CALL claim_triggers_v1(:job_id, :limit, :threshold, :now)
+CALL claim_triggers_v2(:job_id, :limit, :threshold, :now)

@@ -1,2 +1,3 @@
--- A trigger ended with an event (JSON text) or an error (fire_trigger_v1).
-SELECT fire_trigger_v1(:trigger_id, :event, :error, :now, :boost) AS state
+-- A trigger ended with an event (JSON text, parsed by the function: bad JSON fails the try with
+-- the reason) or an error (fire_trigger_v2).
+SELECT fire_trigger_v2(:trigger_id, :event, :error, :now, :boost) AS state

@@ -1,1 +1,1 @@
-CALL requeue_stuck_v1(:timeout, :max_requeues, :now)
+CALL requeue_stuck_v2(:timeout, :max_requeues, :now)

@@ -1,1 +1,1 @@
-CALL trigger_dag_v1(:dag_id, :run_id, :conf, :now)
+CALL trigger_dag_v2(:dag_id, :run_id, :conf, :now)

@@ -1,1 +1,1 @@
-SELECT * FROM create_dag_runs_v1(:now)
+SELECT * FROM create_dag_runs_v2(:now)

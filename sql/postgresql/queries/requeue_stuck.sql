@@ -1,1 +1,1 @@
-SELECT * FROM requeue_stuck_v1(:timeout, :max_requeues, :now)
+SELECT * FROM requeue_stuck_v2(:timeout, :max_requeues, :now)
