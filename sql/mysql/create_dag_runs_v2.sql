@@ -198,7 +198,8 @@ BEGIN
             SET r.state = 'running', r.start_date = v_now
             WHERE r.state = 'queued';
             SET v_n = ROW_COUNT();
-            -- One TI per task, per map index for mapped tasks (0 .. map_count - 1, else -1).
+            -- One TI per task, per map index for mapped tasks (0 .. map_count - 1, at most 100,000
+            -- as engine/validate.py allows, else -1).
             INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, max_tries,
                                        priority_weight, pool, pool_slots, queue, executor, run_after, updated_at)
             SELECT r.id, r.dag_id, r.run_id, t.task_id, CASE WHEN t.map_count IS NULL THEN -1 ELSE m.i - 1 END,
@@ -207,7 +208,7 @@ BEGIN
             JOIN dag_run r ON r.id = s.id AND r.state = 'running' AND r.start_date = v_now
             JOIN task t ON t.dag_id = r.dag_id AND t.is_active
             JOIN JSON_TABLE(CASE WHEN COALESCE(t.map_count, 1) <= 0 THEN '[]'
-                                 ELSE CONCAT('[', REPEAT('0,', COALESCE(t.map_count, 1) - 1), '0]') END,
+                                 ELSE CONCAT('[', REPEAT('0,', LEAST(COALESCE(t.map_count, 1), 100000) - 1), '0]') END,  -- MAX_MAP_LENGTH
                             '$[*]' COLUMNS (i FOR ORDINALITY)) m;
             UPDATE dag d SET d.error = NULL, d.error_at = NULL, d.error_step = NULL
             WHERE d.dag_id = d_id AND d.error_step = 'create_dag_runs'

@@ -148,7 +148,7 @@ BEGIN
                 JOIN task t ON t.dag_id = s.dag_id AND t.is_active
                 CROSS JOIN LATERAL (
                     SELECT CASE WHEN t.map_count IS NULL THEN -1 ELSE g END AS map_index
-                    FROM generate_series(0, coalesce(t.map_count, 1) - 1) AS g
+                    FROM generate_series(0, least(coalesce(t.map_count, 1), 100000) - 1) AS g  -- MAX_MAP_LENGTH
                 ) m
             )
             -- A data-modifying CTE always runs to completion, referenced or not.
