@@ -38,6 +38,8 @@ SETTINGS = [
     Setting("max_requeues", 3, int, "requeues of a never-claimed TI before it fails"),
     Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back"),
     Setting("log_dir", "", str, "task log folder; empty means HOME/logs"),
+    Setting("task_env_passthrough", False, bool, "give tasks the worker's whole environment, ENGINE_* settings "
+            "and database credentials included (default: tasks get neither)"),
     Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once"),
     Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle"),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
@@ -84,7 +86,7 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
         raise EngineError(
             f"setting {setting.name} from {source}: {raw!r} is not a valid {setting.type.__name__}; fix it"
         ) from None
-    if isinstance(value, (int, float)) and value <= 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
         raise EngineError(f"setting {setting.name} from {source}: {raw!r} must be positive; fix it")
     return value
 

@@ -268,7 +268,50 @@ def error_message(exc: BaseException) -> str:
 
 
 # Errors that mean "the database is unreachable right now": services keep going and retry.
+# (Broad: every OperationalError. Reports of task outcomes use is_unreachable/is_transient
+# instead, which tell an outage from a refusal.)
 DB_DOWN = (EngineError, sa.exc.OperationalError, sa.exc.InterfaceError)
+
+# SQLSTATEs (PostgreSQL) and error numbers (MySQL/MariaDB) of a connection that failed or was
+# cut, or of a server that is shutting down or full: the same statement may work later.
+#   PostgreSQL: class 08 (connection exception), 57P01 admin_shutdown, 57P02 crash_shutdown,
+#     57P03 cannot_connect_now, 53300 too_many_connections.
+#   MySQL/MariaDB: 1040 too many connections, 1053 server shutdown, 1927 connection killed
+#     (MariaDB), 2002/2003 cannot connect, 2006 server has gone away, 2013 lost connection,
+#     2055 lost connection (system error), 4031 disconnected by the server (MySQL 8).
+UNREACHABLE_STATES = ("57P01", "57P02", "57P03", "53300")
+UNREACHABLE_CODES = (1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031)
+# Conflicts between transactions: the statement was fine, another transaction was in the way.
+#   PostgreSQL 40001 serialization_failure, 40P01 deadlock_detected;
+#   MySQL/MariaDB 1205 lock wait timeout, 1213 deadlock.
+TRANSIENT = ("40001", "40P01", 1205, 1213)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True when exc says "the database cannot be reached right now" (an outage: retry later),
+    False when the database answered and refused (a data error, a user error raised by a stored
+    function, a missing object...: retrying the same statement would fail the same way).
+
+    PyMySQL reports SIGNAL SQLSTATE '45000' (1644) and some data errors as OperationalError too,
+    so the class alone does not tell; the error's code does. Connection failures inside
+    db.connect() arrive as EngineError; errors the driver raised without any code (libpq's
+    connection errors have no SQLSTATE) and connections SQLAlchemy marked invalidated count
+    as unreachable."""
+    if isinstance(exc, EngineError):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    code = error_code(exc)
+    if isinstance(code, str):
+        return code.startswith("08") or code in UNREACHABLE_STATES
+    if isinstance(code, int):
+        return code in UNREACHABLE_CODES or (code == 0 and isinstance(exc, sa.exc.InterfaceError))
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a deadlock, serialization failure or lock wait timeout: try again later."""
+    return isinstance(exc, sa.exc.DBAPIError) and error_code(exc) in TRANSIENT
 
 
 def first_line(exc: BaseException) -> str:

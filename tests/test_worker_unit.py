@@ -51,6 +51,14 @@ def run_runner(spec, cwd):
                           capture_output=True, text=True, timeout=60)
 
 
+def finish_child(proc, timeout=60):
+    """Wait for a try started with start_child, then close its lifeline as the worker does."""
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        proc.lifeline.close()
+
+
 def make_row(tmp_path, dag_dir, n=1, **kw):
     row = {"ti_id": n, "dag_id": "d", "run_id": "manual__1", "task_id": f"t{n}", "map_index": -1, "try_number": 1,
            "kind": "bash", "bash_command": "echo hi", "env": None, "python_callable": None, "op_kwargs": None,
@@ -91,8 +99,9 @@ def test_runner_exception_exits_1_with_traceback(dag_dir, tmp_path, ref, needle)
 def test_build_command_bash_map_args_override(tmp_path, dag_dir):
     row = make_row(tmp_path, dag_dir, env={"A": "1", "B": "2"},
                    map_args={"bash_command": "echo mapped", "env": {"B": "3"}})
-    argv, env, stdin, what = build_command(row)
-    assert argv == ["bash", "-c", "echo mapped"] and stdin is None and "echo mapped" in what
+    task, what = build_command(row)
+    env = task["env"]
+    assert task["argv"] == ["bash", "-c", "echo mapped"] and "runner" not in task and "echo mapped" in what
     assert (env["A"], env["B"], env["ENGINE_CONF"]) == ("1", "3", '{"a": 1}')
     assert env["PATH"] == os.environ["PATH"]
 
@@ -100,22 +109,22 @@ def test_build_command_bash_map_args_override(tmp_path, dag_dir):
 def test_build_command_python_merges_kwargs(tmp_path, dag_dir):
     row = make_row(tmp_path, dag_dir, kind="python", bash_command=None, python_callable="tasks:ok",
                    op_kwargs={"x": 1, "y": 2}, map_args={"x": 5}, map_index=0)
-    argv, env, stdin, _ = build_command(row)
-    assert argv == [sys.executable, "-m", "engine.runner"]
-    assert json.loads(stdin) == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir)}
-    assert env["ENGINE_MAP_INDEX"] == "0"
+    task, _ = build_command(row)
+    assert "argv" not in task  # the supervisor runs the runner in a forked child
+    assert task["runner"] == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir)}
+    assert task["env"]["ENGINE_MAP_INDEX"] == "0"
 
 
-def test_start_child_logs_env_cwd_and_own_group(tmp_path, dag_dir):
+def test_start_child_logs_env_cwd_and_own_session(tmp_path, dag_dir):
     cmd = 'echo "$ENGINE_DAG_ID $ENGINE_TASK_ID $ENGINE_RUN_ID $ENGINE_MAP_INDEX $ENGINE_TRY_NUMBER $X"; pwd; echo err >&2'
     row = make_row(tmp_path, dag_dir, bash_command=cmd, env={"X": "ex"})
     proc = start_child(row)
-    assert os.getpgid(proc.pid) == proc.pid  # own process group
-    assert proc.wait(timeout=30) == 0
+    assert os.getsid(proc.pid) == proc.pid  # the supervisor leads its own session
+    assert finish_child(proc) == 0
     lines = Path(row["log_path"]).read_text().splitlines()
     assert "try 1 of d.t1" in lines[0] and "bash -c" in lines[0]
     assert lines[1:] == ["d t1 manual__1 -1 1 ex", str(dag_dir), "err"]
-    start_child(row).wait(timeout=30)  # a second start appends
+    finish_child(start_child(row))  # a second start appends
     assert len(Path(row["log_path"]).read_text().splitlines()) == 8
 
 
@@ -123,7 +132,7 @@ def test_start_child_python_task(tmp_path, dag_dir):
     out = tmp_path / "out.txt"
     row = make_row(tmp_path, dag_dir, kind="python", python_callable="tasks:ok",
                    op_kwargs={"path": str(out)}, map_args={"x": 4})
-    assert start_child(row).wait(timeout=60) == 0
+    assert finish_child(start_child(row)) == 0
     assert out.read_text() == f"8 {dag_dir} t1"
 
 
