@@ -319,3 +319,35 @@ def test_loop_burst_returns_when_no_work(fake, tmp_path, dag_dir):
     w = make_worker(tmp_path)
     w.loop(burst=True)
     assert len(fake.finished) == 3 and not w.children
+
+
+def test_timeout_kills_a_grandchild_that_left_the_process_group(fake, tmp_path, dag_dir):
+    """setsid'd processes escape a process-group kill; the try's supervisor kills them anyway."""
+    pidfile = tmp_path / "escaped.pid"
+    escape = f"{sys.executable} -c 'import os,time; os.setsid(); open(\"{pidfile}\",\"w\").write(str(os.getpid())); " \
+             "time.sleep(60)'"
+    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=1.0, bash_command=f"{escape} & wait")]
+    w = make_worker(tmp_path)
+    w.start()
+    run_until(w, lambda: fake.finished)
+    assert fake.finished[0]["timed_out"] is True
+    assert gone(int(pidfile.read_text())), "the setsid'd grandchild of the timed-out task survived"
+
+
+def test_task_env_drops_engine_settings_and_anything_holding_the_credentials(tmp_path, dag_dir):
+    from engine.worker import engine_secrets, task_base_env
+
+    url = "postgresql+psycopg://engine:s3cr%40t@db.example/engine"
+    cfg = SimpleNamespace(database_url=url)
+    secrets = engine_secrets(cfg)
+    assert {url, "s3cr@t", "s3cr%40t"} <= set(secrets)
+    environ = {"ENGINE_DATABASE_URL": url, "ENGINE_HOME": "/var/lib/engine", "PGPASSWORD": "s3cr@t",
+               "APP_DSN": f"dsn={url}", "QUOTED": "x:s3cr%40t@y", "PATH": "/usr/bin", "HOME": "/home/e"}
+    assert task_base_env(environ, secrets) == {"PATH": "/usr/bin", "HOME": "/home/e"}
+    assert task_base_env(environ, secrets, passthrough=True) == environ
+    row = make_row(tmp_path, dag_dir, env={"MINE": "1"})
+    task, _ = build_command(row, base=task_base_env(environ, secrets))
+    assert set(task["env"]) == {"PATH", "HOME", "MINE", "ENGINE_DAG_ID", "ENGINE_TASK_ID", "ENGINE_RUN_ID",
+                                "ENGINE_MAP_INDEX", "ENGINE_TRY_NUMBER", "ENGINE_CONF"}
+    with pytest.raises(ValueError, match="NUL"):
+        build_command(make_row(tmp_path, dag_dir, env={"BAD": "a\x00b"}))
