@@ -25,8 +25,8 @@ stdin, stdout and stderr appended to the task log). `supervise()` then:
 A try is therefore never retried while processes of the old try run: when the worker dies the
 tree is gone within milliseconds, and reset_orphans_v1 retries the try only after the
 worker's heartbeat is job_heartbeat_threshold old. What this cannot cover: a kill -9 of the
-worker AND of the supervisor at the same moment leaves the tree to init; a cgroup does (e.g.
-systemd's KillMode=control-group, the default of deploy/systemd/engine-worker@.service).
+worker AND of the supervisor at the same moment leaves the tree to init; a cgroup covers that
+(systemd kills what is left in the unit's cgroup: deploy/systemd/engine-worker@.service).
 Elsewhere than Linux (no subreaper, no /proc) the task runs in its own process group, which
 the supervisor signals instead; processes that leave the group escape (docs/operations.md).
 
