@@ -200,7 +200,7 @@ def read_defer(path: str | None) -> tuple[dict | None, str | None]:
         if isinstance(report, dict) and isinstance(report.get("error"), str) and "classpath" not in report:
             return None, one_line(report["error"])
         return check_defer(report), None
-    except (ValueError, EngineError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the task's values (a RecursionError too) fail the try only
         return None, one_line(DEFER_REFUSED + error_text(exc))
 
 
