@@ -201,6 +201,7 @@ def _run_python(spec: dict, env: dict) -> int:
     import io
     import threading
 
+    atexit._clear()  # only the task's own exit handlers run at its end, never a parent's
     os.environ.clear()
     os.environ.update(env)
     sys.stdin = open(os.devnull)
