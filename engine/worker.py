@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
+import sqlalchemy as sa
 
 from engine import db, supervisor
 from engine.db import DB_DOWN
@@ -77,10 +79,6 @@ class Child:
 def engine_secrets(cfg=None, eng=None) -> list[str]:
     """Texts a task must not see: the database URL (as configured and as the engine uses it)
     and its password, plain and URL-quoted."""
-    from urllib.parse import quote, quote_plus
-
-    import sqlalchemy as sa
-
     urls = [u for u in (getattr(cfg, "database_url", None),) if u]
     if eng is not None and getattr(eng, "url", None) is not None:
         urls.append(eng.url.render_as_string(hide_password=False))
@@ -380,16 +378,19 @@ class Worker:
         """Kill every child of the worker that is not a running supervisor, with all its
         descendants, until none is left: processes of a try whose supervisor was killed, which
         came to us because the worker is a child subreaper (loop())."""
-        me, delay = os.getpid(), 0.001
+        me, delay, killed = os.getpid(), 0.001, set()
         while True:
             table = supervisor.process_table() or {}
             known = {c.proc.pid for c in self.children}
             strays = [pid for pid, (ppid, _) in table.items() if ppid == me and pid not in known]
             if not strays:
+                if killed:
+                    log.warning("killed %s process(es) left by a killed supervisor: %s", len(killed), sorted(killed))
                 return
-            log.warning("killing %s process(es) left by a killed supervisor: %s", len(strays), strays)
             for pid in strays:
-                supervisor.signal_pids([pid, *supervisor.descendants(pid, table)], signal.SIGKILL)
+                victims = [pid, *supervisor.descendants(pid, table)]
+                killed.update(victims)
+                supervisor.signal_pids(victims, signal.SIGKILL)
             for pid in strays:
                 try:
                     os.waitpid(pid, os.WNOHANG)
