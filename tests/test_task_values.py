@@ -204,7 +204,7 @@ from engine.triggers import BaseTrigger
 class NanEvent(BaseTrigger):
     async def run(self):
         await asyncio.sleep(0)
-        return {"x": float("nan")}
+        yield {"x": float("nan")}
 
 
 class NulError(BaseTrigger):
