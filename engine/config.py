@@ -51,6 +51,8 @@ SETTINGS = [
     Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back",
             0, DAY),
     Setting("log_dir", "", str, "task log folder; empty means HOME/logs"),
+    Setting("task_env_passthrough", False, bool, "give tasks the worker's whole environment, ENGINE_* settings "
+            "and database credentials included (default: tasks get neither)"),
     Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once", 1, 1_000_000),
     Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle",
             0, 3600, positive=True),
@@ -126,6 +128,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
     try:
         value = _number(setting, raw)
     except (TypeError, ValueError):
+    Setting("task_env_passthrough", False, bool, "give tasks the worker's whole environment, ENGINE_* settings "
+            "and database credentials included (default: tasks get neither)"),
         raise EngineError(f"{where}: {raw!r} is not {kind}; use {kind} {span}") from None
     if (isinstance(value, float) and not math.isfinite(value)) or value < setting.lo or value > setting.hi \
             or (setting.positive and value == 0):

@@ -14,7 +14,10 @@ class Defer(Exception):
 
     ``method`` names a function of the python_callable's module, or is a full
     "module.path:function" reference. ``timeout`` (seconds or a timedelta) bounds the wait:
-    when it passes, the try fails (and is retried if retries remain)."""
+    when it passes, the try fails (and is retried if retries remain).
+
+    Everything must be storable (engine.taskvalues.check_defer): kwargs and the trigger's
+    arguments plain JSON, timeout within 100 years. Otherwise the try fails with the reason."""
 
     def __init__(self, trigger, method: str = "resume", kwargs: dict | None = None, timeout=None):
         super().__init__(f"deferred to {type(trigger).__name__}, resuming in {method}")

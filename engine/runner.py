@@ -12,6 +12,15 @@ Exit status: 0 when the call returns, 99 when it raises SkipTask, 100 when it ra
 (the serialized Defer is written as JSON to defer_file, for the worker to report through
 defer_ti_v1), 1 on any other exception (traceback on stderr, which the worker appends to the
 task log).
+
+A Defer is checked before it is handed over (engine.taskvalues.check_defer: classpath and
+method text, both kwargs plain JSON, timeout within engine.validate's bounds). A Defer that
+fails the check, or cannot be serialized at all, ends the try as failed (exit 1): the runner
+prints one line saying why and writes {"error": that line} to defer_file, which the worker
+reports as the try's reason.
+
+run(spec) is the whole runner as a function: the per-try supervisor (engine.supervisor) calls
+it in a forked child; `python -m engine.runner` reads the spec from stdin and calls it.
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ import sys
 import traceback
 
 from engine.exceptions import Defer, SkipTask
+from engine.taskvalues import DEFER_REFUSED, check_defer, error_text
 
 SKIP_EXIT_CODE = 99
 DEFER_EXIT_CODE = 100
@@ -46,10 +56,17 @@ def resume_target(callable_ref: str, method: str, dag_folder: str | None = None)
     return load_callable(f"{callable_ref.partition(':')[0]}:{method}", dag_folder)
 
 
-def main() -> int:
-    spec: dict = {}
+def write_report(spec: dict, report: dict) -> None:
+    """Hand a Defer (or why there is none) to the worker: JSON in the spec's defer_file."""
+    path = spec.get("defer_file")
+    if path:
+        with open(path, "w") as out:
+            out.write(json.dumps(report, allow_nan=False))
+
+
+def run(spec: dict) -> int:
+    """Run one try as the spec says; returns the exit status (module docstring)."""
     try:
-        spec = json.loads(sys.stdin.read())
         resume = spec.get("resume")
         if resume:
             fn = resume_target(spec["callable"], resume["method"], spec.get("dag_folder"))
@@ -63,14 +80,22 @@ def main() -> int:
         return SKIP_EXIT_CODE
     except Defer as exc:
         try:
-            text = json.dumps(exc.to_json())
-            with open(spec["defer_file"], "w") as out:
-                out.write(text)
-        except Exception:
+            defer = check_defer(exc.to_json())
+        except Exception as bad:  # noqa: BLE001 - any error of the task's values fails the try
+            reason = DEFER_REFUSED + error_text(bad)
+            print(reason, file=sys.stderr, flush=True)
+            try:
+                write_report(spec, {"error": reason})
+            except OSError:
+                pass  # the worker then says "no valid Defer"; the line above is in the log
+            return 1
+        try:
+            write_report(spec, defer)
+        except OSError:
             print("Defer raised, but it cannot be handed to the worker:", file=sys.stderr)
             traceback.print_exc()
             return 1
-        print(f"Deferred: {text[:1000]}", flush=True)
+        print(f"Deferred: {json.dumps(defer)[:1000]}", flush=True)
         return DEFER_EXIT_CODE
     except Exception:
         traceback.print_exc()
@@ -78,6 +103,15 @@ def main() -> int:
     text = repr(result)
     print(f"Done. Returned value was: {text if len(text) <= 1000 else text[:1000] + '...'}", flush=True)
     return 0
+
+
+def main() -> int:
+    try:
+        spec = json.loads(sys.stdin.read())
+    except ValueError:
+        traceback.print_exc()
+        return 1
+    return run(spec)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ triggerers), start what was claimed and cancel what this job no longer owns (fir
 e.g. by `engine events send`, or taken over while this process stalled). `loop()` repeats it
 every triggerer_poll_interval and reports a fired trigger at once. Database calls run in a
 thread, so triggers keep running meanwhile, and ride out outages like the worker's.
+
+One trigger's code or values never stop the others: a trigger that cannot be loaded, whose
+run() raises (anything, SystemExit included), or whose event is not plain JSON (NaN, NUL...)
+fires with an error (its try fails with the reason); a fire the database refuses is reported
+again as an error fire, and given up (logged) if that is refused too.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from pathlib import Path
 from engine import db
 from engine.db import DB_DOWN
 from engine.jobs import Job, beat_interval
+from engine.taskvalues import check_event, error_text, one_line
 from engine.triggers import first_event, load_trigger, set_clock_offset
 
 log = logging.getLogger("engine.triggerer")
@@ -36,6 +42,7 @@ class Fired:
     trigger_id: int
     event: object
     error: str | None
+    refusals: int = 0  # how often the database refused to record this fire
 
 
 class Triggerer:
@@ -79,19 +86,44 @@ class Triggerer:
         return rows, owned
 
     async def report(self, now=None) -> int:
-        """Report every ended trigger, oldest first; keep them while the database is down."""
-        done = 0
-        while self.fired:
-            batch = self.fired[:REPORT_BATCH]
-            states = await self._db("reporting fired triggers", lambda: self._fire(batch, now))
-            if states is None:
-                break
+        """Report every ended trigger, oldest first; keep them while the database is down. When
+        the database refuses a batch, its fires are reported one by one, and a refused one is
+        reported again as an error fire (_refused)."""
+        done, size = 0, REPORT_BATCH
+        while self.fired and self.outage.due():
+            batch = self.fired[:size]
+            try:
+                states = await asyncio.to_thread(self._fire, batch, now)
+            except Exception as exc:  # noqa: BLE001 - whatever the driver raises for this batch
+                if db.is_unreachable(exc) or db.is_transient(exc):
+                    self.outage.failed("reporting fired triggers", exc)
+                    break
+                self.outage.ok()
+                if len(batch) > 1:
+                    size = 1  # find the refused fire: one transaction per fire from here on
+                else:
+                    self._refused(exc)
+                continue
+            self.outage.ok()
             del self.fired[:len(batch)]
             done += len(batch)
             for f, state in zip(batch, states):
                 log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else "fired",
                          state or "nothing to resume")
         return done
+
+    def _refused(self, exc: BaseException) -> None:
+        """The database refused the fire at the head of `fired`: report it as an error fire with
+        the refusal as reason; if that is refused too, give it up (logged), never retry forever."""
+        f = self.fired[0]
+        message = one_line(db.error_message(exc) if hasattr(exc, "orig") else error_text(exc))
+        if f.refusals:
+            log.error("trigger %s: the database refused its error fire too (%s); giving it up", f.trigger_id, message)
+            self.fired.pop(0)
+            return
+        log.error("trigger %s: the database refused the fire (%s); failing its try", f.trigger_id, message)
+        self.fired[0] = Fired(f.trigger_id, None, one_line(f"the database refused the trigger's fire: {message}"),
+                              refusals=1)
 
     # ---- triggers --------------------------------------------------------------------------------
     def _start(self, row: dict) -> None:
@@ -100,21 +132,27 @@ class Triggerer:
             folder = str(Path(row["fileloc"]).parent) if row.get("fileloc") else None
             trigger = load_trigger(row["classpath"], row["kwargs"], folder)
             trigger.created_at = row["created_at"]
-        except Exception as exc:  # noqa: BLE001 - any error of user code is the trigger's failure
-            self.fired.append(Fired(tid, None, f"trigger could not be loaded: {type(exc).__name__}: {exc}"))
+        except BaseException as exc:  # noqa: BLE001 - any error of user code (SystemExit too) is the trigger's
+            self.fired.append(Fired(tid, None, one_line(f"trigger could not be loaded: {error_text(exc)}")))
             return
         self.tasks[tid] = asyncio.create_task(self._run(tid, trigger), name=f"trigger-{tid}")
 
     async def _run(self, tid: int, trigger) -> None:
         try:
             event = await first_event(trigger)
-            json.dumps(event)  # must travel as JSON
-            self.fired.append(Fired(tid, event, None))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001
-            log.warning("trigger %s (%s) raised %s: %s", tid, type(trigger).__name__, type(exc).__name__, exc)
-            self.fired.append(Fired(tid, None, f"trigger failed: {type(exc).__name__}: {exc}"))
+        except BaseException as exc:  # noqa: BLE001 - user code: SystemExit must not end the triggerer
+            log.warning("trigger %s (%s) raised %s", tid, type(trigger).__name__, error_text(exc))
+            self.fired.append(Fired(tid, None, one_line(f"trigger failed: {error_text(exc)}")))
+        else:
+            try:
+                check_event(event)  # travels as JSON: plain JSON only
+                self.fired.append(Fired(tid, event, None))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("trigger %s (%s): %s", tid, type(trigger).__name__, error_text(exc))
+                self.fired.append(Fired(tid, None, one_line(f"trigger failed: its event is not plain JSON: "
+                                                            f"{error_text(exc)}")))
         finally:
             self.tasks.pop(tid, None)
             if self._wake is not None:

@@ -15,6 +15,9 @@ them as asyncio tasks. Subclass BaseTrigger (it records the arguments for you):
                 await asyncio.sleep(self.poll)
             return {"url": self.url}
 
+The built-in triggers check their arguments when they are serialized (a Defer is raised), with
+engine.validate's rules: a bad value fails that try with a one-line reason.
+
 Time comparisons use the database clock: the triggerer measures its host's offset from it and
 `db_now()` applies it. A trigger that raises ends its task's try as failed (retried if retries
 remain); so does one whose Defer timeout passes (the database decides that, not the trigger).
@@ -27,6 +30,8 @@ import inspect
 import os
 import sys
 from datetime import datetime, timedelta, timezone
+
+from engine.validate import check_date, check_id, check_seconds
 
 _clock_offset = 0.0  # database clock minus this host's clock, in seconds (set by the triggerer)
 
@@ -91,7 +96,7 @@ class DateTimeTrigger(BaseTrigger):
         self.moment = _aware(moment)
 
     def trigger_kwargs(self) -> dict:
-        return {"moment": self.moment.isoformat()}
+        return {"moment": check_date(self.moment, "moment", type(self).__name__).isoformat()}
 
     def fire_at(self) -> datetime:
         return self.moment
@@ -109,7 +114,7 @@ class TimeDeltaTrigger(DateTimeTrigger):
         self.seconds = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
 
     def trigger_kwargs(self) -> dict:
-        return {"seconds": self.seconds}
+        return {"seconds": check_seconds(self.seconds, "seconds", "TimeDeltaTrigger")}
 
     def fire_at(self) -> datetime:
         return (self.created_at or db_now()) + timedelta(seconds=self.seconds)
@@ -122,7 +127,8 @@ class FileTrigger(BaseTrigger):
         self.path, self.poke_interval = str(path), float(poke_interval)
 
     def trigger_kwargs(self) -> dict:
-        return {"path": self.path, "poke_interval": self.poke_interval}
+        return {"path": self.path,
+                "poke_interval": check_seconds(self.poke_interval, "poke_interval", "FileTrigger", allow_zero=False)}
 
     async def run(self):
         while not os.path.exists(self.path):
@@ -138,7 +144,7 @@ class EventTrigger(BaseTrigger):
         self.key = str(key)
 
     def trigger_kwargs(self) -> dict:
-        return {"key": self.key}
+        return {"key": check_id(self.key, "event key", "EventTrigger")}
 
     async def run(self):
         await asyncio.Event().wait()  # forever: the event arrives through the database

@@ -1,13 +1,20 @@
-"""The worker service: claims queued TIs of its queues (claim_tis_v1), runs each try as a child
-process in its own process group, and reports how it ended (finish_ti_v1, or defer_ti_v1 when a
-PythonTask raised Defer: the runner exits with 100 and leaves the serialized Defer in a file).
-The database decides what an outcome means; this module only starts, watches and kills processes.
-A claimed resume (next_method set) runs the task's resume method instead (engine.runner).
+"""The worker service: claims queued TIs of its queues (claim_tis_v1), runs each try under a
+supervisor process (engine.supervisor: the try's processes never outlive it, nor the worker),
+and reports how it ended (finish_ti_v1, or defer_ti_v1 when a PythonTask raised Defer: the
+runner exits with 100 and leaves the serialized Defer in a file). The database decides what an
+outcome means; this module only starts, watches and kills processes. A claimed resume
+(next_method set) runs the task's resume method instead (engine.runner).
+
+Tasks get the worker's environment without the engine's settings and credentials
+(task_env_passthrough gives them all of it), plus the task's env and the try's ENGINE_*
+variables.
 
 While the database is unreachable, running tasks go on and their outcomes wait in memory;
-the worker retries with a capped exponential backoff and reports them once it is back. On
-SIGTERM it stops claiming, lets running tasks finish for up to worker_shutdown_timeout, then
-kills the rest and hands each one back (release_ti_v1: the interruption costs no retry).
+the worker retries with a capped exponential backoff and reports them once it is back. A
+report the database refuses (a value it cannot store, an error raised by the procedure)
+fails that try instead, with the reason; the worker goes on. On SIGTERM it stops claiming,
+lets running tasks finish for up to worker_shutdown_timeout, then kills the rest and hands
+each one back (release_ti_v1: the interruption costs no retry).
 """
 from __future__ import annotations
 
@@ -24,18 +31,23 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
+import sqlalchemy as sa
 
-from engine import db
+from engine import db, supervisor
 from engine.db import DB_DOWN
 from engine.errors import EngineError
 from engine.jobs import Job, beat_interval
 from engine.runner import DEFER_EXIT_CODE
+from engine.taskvalues import DEFER_REFUSED, check_defer, error_text, one_line
 
 log = logging.getLogger("engine.worker")
 KILL_GRACE = 5.0            # seconds between SIGTERM and SIGKILL
 START_FAILED_EXIT_CODE = 127
 SHUTDOWN_REASON = "worker shut down"
+REFUSED = "the database refused the report: "
+SUPERVISOR = Path(supervisor.__file__).resolve()
 
 
 @dataclass
@@ -47,12 +59,13 @@ class Outcome:
     reason: str | None = None
     release: bool = False            # hand the TI back (release_ti_v1) instead of finishing the try
     defer: dict | None = None        # the try raised Defer: report it (defer_ti_v1)
+    refusals: int = 0                # how often the database refused a report of this try
 
 
 @dataclass
 class Child:
     row: dict
-    proc: subprocess.Popen
+    proc: subprocess.Popen           # the try's supervisor (engine.supervisor)
     deadline: float | None           # time.monotonic() after which the try has timed out
     kill_at: float | None = None     # set with SIGTERM: when SIGKILL follows if it is still alive
     timed_out: bool = False
@@ -61,25 +74,62 @@ class Child:
     defer_file: str | None = None    # where the runner writes a Defer
 
 
-def child_env(row: dict, task_env: dict | None = None) -> dict:
-    """os.environ + the task's env + the ENGINE_* variables describing this try."""
-    return {**os.environ, **(task_env or {}),
-            "ENGINE_DAG_ID": row["dag_id"], "ENGINE_TASK_ID": row["task_id"], "ENGINE_RUN_ID": row["run_id"],
-            "ENGINE_MAP_INDEX": str(row["map_index"]), "ENGINE_TRY_NUMBER": str(row["try_number"]),
-            "ENGINE_CONF": json.dumps(row.get("conf") or {})}
+# ---- what a task can reach ----------------------------------------------------------------------
+
+def engine_secrets(cfg=None, eng=None) -> list[str]:
+    """Texts a task must not see: the database URL (as configured and as the engine uses it)
+    and its password, plain and URL-quoted."""
+    urls = [u for u in (getattr(cfg, "database_url", None),) if u]
+    if eng is not None and getattr(eng, "url", None) is not None:
+        urls.append(eng.url.render_as_string(hide_password=False))
+    secrets = set(urls)
+    for url in urls:
+        try:
+            password = sa.engine.make_url(url).password
+        except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: the URL itself is the secret
+            password = None
+        if password:
+            secrets.update({str(password), quote(str(password), safe=""), quote_plus(str(password))})
+    return sorted(secrets)
+
+
+def task_base_env(environ=None, secrets=(), passthrough: bool = False) -> dict:
+    """The environment every task starts from: `environ` (os.environ) without the engine's own
+    settings (every ENGINE_* variable) and without any variable whose value contains one of
+    `secrets` (the database URL, its password). With passthrough, all of `environ`."""
+    environ = dict(os.environ if environ is None else environ)
+    if passthrough:
+        return environ
+    return {k: v for k, v in environ.items()
+            if not k.startswith("ENGINE_") and not any(s in v for s in secrets)}
+
+
+def child_env(row: dict, task_env: dict | None = None, base: dict | None = None) -> dict:
+    """base (task_base_env()) + the task's env + the ENGINE_* variables describing this try."""
+    env = {**(task_base_env() if base is None else base), **(task_env or {}),
+           "ENGINE_DAG_ID": row["dag_id"], "ENGINE_TASK_ID": row["task_id"], "ENGINE_RUN_ID": row["run_id"],
+           "ENGINE_MAP_INDEX": str(row["map_index"]), "ENGINE_TRY_NUMBER": str(row["try_number"]),
+           "ENGINE_CONF": json.dumps(row.get("conf") or {})}
+    for k, v in env.items():
+        if not isinstance(k, str) or not isinstance(v, str) or "\x00" in k + v or "=" in k or not k:
+            raise ValueError(f"environment variable {one_line(k, 80)!r} of the task is not a name=text pair "
+                             "without NUL characters; fix the task's env")
+    return env
 
 
 def dag_folder(row: dict) -> str | None:
     return str(Path(row["fileloc"]).parent) if row.get("fileloc") else None
 
 
-def build_command(row: dict, defer_file: str | None = None) -> tuple[list[str], dict, str | None, str]:
-    """(argv, env, stdin text or None, description for the log) of one claimed TI."""
+def build_command(row: dict, defer_file: str | None = None, base: dict | None = None) -> tuple[dict, str]:
+    """(what the supervisor starts, description for the log) of one claimed TI: {"argv": [...],
+    "env": {...}} for a BashTask, {"runner": spec, "env": {...}} for a PythonTask (the runner
+    runs in a child forked by the supervisor; spec as engine.runner describes)."""
     args = row.get("map_args") or {}
     if row["kind"] == "bash":
         command = args.get("bash_command") or row["bash_command"]
         env = {**(row.get("env") or {}), **(args.get("env") or {})}
-        return ["bash", "-c", command], child_env(row, env), None, f"bash -c {shlex.quote(command)}"
+        return {"argv": ["bash", "-c", command], "env": child_env(row, env, base)}, f"bash -c {shlex.quote(command)}"
     if row["kind"] == "python":
         kwargs = {**(row.get("op_kwargs") or {}), **args}
         spec = {"callable": row["python_callable"], "kwargs": kwargs, "dag_folder": dag_folder(row)}
@@ -90,65 +140,66 @@ def build_command(row: dict, defer_file: str | None = None) -> tuple[list[str], 
             spec["resume"] = {"method": row["next_method"], "kwargs": row.get("next_kwargs") or {},
                               "event": row.get("event")}
             what = f"resume {row['python_callable']} in {row['next_method']} event={json.dumps(row.get('event'))[:500]}"
-        return ([sys.executable, "-m", "engine.runner"], child_env(row, {"PYTHONUNBUFFERED": "1"}),
-                json.dumps(spec), what)
+        return {"runner": spec, "env": child_env(row, {"PYTHONUNBUFFERED": "1"}, base)}, what
     raise ValueError(f"unknown task kind {row['kind']!r}")
 
 
-def _die_with_worker() -> None:
-    """In the child, before exec: get SIGKILL when the worker dies, even by kill -9, so a dead
-    worker's task cannot run on while reset_orphans_v1 hands the TI to another (Linux only;
-    processes the task starts itself are not covered: systemd's KillMode is, see docs)."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-try:
-    import ctypes
-    _PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def start_child(row: dict, defer_file: str | None = None) -> subprocess.Popen:
-    """Start one try: header line to the log, then the process with stdout+stderr appended to it."""
-    argv, env, stdin_text, what = build_command(row, defer_file)
+def start_child(row: dict, defer_file: str | None = None, base: dict | None = None) -> subprocess.Popen:
+    """Start one try under its supervisor: header line to the log, then `python -P
+    engine/supervisor.py` (own session, cwd the DAG folder, the spec on stdin, stdout+stderr
+    appended to the log). The returned Popen's `lifeline` is the write end of the pipe the
+    supervisor watches: closing it, or the worker's death, kills the try's processes."""
+    task, what = build_command(row, defer_file, base)
     log_path = Path(row["log_path"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     where = f"{row['dag_id']}.{row['task_id']}" + (f"[{row['map_index']}]" if row["map_index"] >= 0 else "")
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with open(log_path, "ab") as out, tempfile.TemporaryFile() as stdin:
-        verb = "resuming try" if row.get("next_method") else "try"
-        out.write(f"[{stamp}] engine worker: {verb} {row['try_number']} of {where} "
-                  f"(run {row['run_id']}): {what}\n".encode())
-        out.flush()
-        if stdin_text is not None:
-            stdin.write(stdin_text.encode())
+    read_end, write_end = os.pipe()
+    try:
+        spec = json.dumps({"task": task, "lifeline": read_end}).encode()
+        with open(log_path, "ab") as out, tempfile.TemporaryFile() as stdin:
+            verb = "resuming try" if row.get("next_method") else "try"
+            out.write(f"[{stamp}] engine worker: {verb} {row['try_number']} of {where} "
+                      f"(run {row['run_id']}): {what}\n".encode())
+            out.flush()
+            stdin.write(spec)
             stdin.seek(0)
-        return subprocess.Popen(argv, cwd=dag_folder(row), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=stdin if stdin_text is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_worker)
+            proc = subprocess.Popen([sys.executable, "-P", str(SUPERVISOR)], cwd=dag_folder(row),
+                                    env=task_base_env() if base is None else base, stdin=stdin, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(read_end,))
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    proc.lifeline = os.fdopen(write_end, "wb", buffering=0)
+    return proc
 
 
-def read_defer(path: str | None) -> dict | None:
-    """The Defer the runner left in path (and remove the file), or None when there is none."""
+def read_defer(path: str | None) -> tuple[dict | None, str | None]:
+    """What the runner left in path (and remove the file): (the checked Defer, None), or
+    (None, why there is no valid Defer), or (None, None) when the file is empty or missing."""
     if not path:
-        return None
+        return None, None
     try:
         with open(path) as f:
             text = f.read()
     except OSError:
-        return None
+        return None, None
     finally:
         try:
             os.unlink(path)
         except OSError:
             pass
+    if not text.strip():
+        return None, None
     try:
-        defer = json.loads(text)
-    except ValueError:
-        return None
-    return defer if isinstance(defer, dict) and defer.get("classpath") and defer.get("method") else None
+        report = json.loads(text, parse_constant=lambda name: float("nan"))
+        if isinstance(report, dict) and isinstance(report.get("error"), str) and "classpath" not in report:
+            return None, one_line(report["error"])
+        return check_defer(report), None
+    except Exception as exc:  # noqa: BLE001 - the task's values (a RecursionError too) fail the try only
+        return None, one_line(DEFER_REFUSED + error_text(exc))
 
 
 def note_in_log(row: dict, text: str) -> None:
@@ -160,10 +211,11 @@ def note_in_log(row: dict, text: str) -> None:
         pass
 
 
-def signal_group(proc: subprocess.Popen, sig: int) -> None:
-    """Send sig to the child's whole process group (it leads its own session)."""
+def signal_child(proc: subprocess.Popen, sig: int) -> None:
+    """Send sig to a try's supervisor (SIGTERM: forward it to the task's processes;
+    supervisor.KILL_NOW: SIGKILL them all)."""
     try:
-        os.killpg(proc.pid, sig)
+        proc.send_signal(sig)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -179,6 +231,13 @@ class Worker:
         self.stopping = False
         self.outage = db.Outage(log, "running tasks continue, retrying")
         self._signals = 0
+        self._subreaper = False          # set by loop(): orphans of a killed supervisor come to us
+        passthrough = bool(getattr(cfg, "task_env_passthrough", False))
+        self.task_env = task_base_env(secrets=engine_secrets(cfg, eng), passthrough=passthrough)
+        hidden = sorted(set(os.environ) - set(self.task_env))
+        if hidden:
+            log.info("tasks run without the engine's settings and credentials: %s (task_env_passthrough "
+                     "gives them these)", ", ".join(hidden))
 
     def start(self) -> int:
         job_id = self.job.register()
@@ -214,17 +273,40 @@ class Worker:
                           timed_out=o.timed_out, reason=o.reason, now=now).scalar_one()
 
     def _report_pending(self, now=None) -> None:
-        """Report every finished try not yet in the database, oldest first; keep them on failure."""
-        missing = object()
+        """Report every finished try not yet in the database, oldest first. While the database
+        is unreachable they wait; a report it refuses fails that try instead (_refused)."""
         while self.unreported:
             o = self.unreported[0]
-            state = self._db("reporting finished tasks", lambda: self._report(o, now), missing)
-            if state is missing:
+            if not self.outage.due():
                 return
+            try:
+                state = self._report(o, now)
+            except Exception as exc:  # noqa: BLE001 - whatever the driver raises for this report
+                if db.is_unreachable(exc) or db.is_transient(exc):
+                    self.outage.failed("reporting finished tasks", exc)
+                    return
+                self.outage.ok()
+                self._refused(exc)
+                continue
+            self.outage.ok()
             self.unreported.pop(0)
             log.info("ti %s try %s: exit %s%s -> %s", o.ti_id, o.try_number,
                      "deferred" if o.defer is not None else o.exit_code,
                      " (timed out)" if o.timed_out else "", state or "stale report ignored")
+
+    def _refused(self, exc: BaseException) -> None:
+        """The database refused the report at the head of unreported: fail that try through
+        finish_ti with exit code 1 and the refusal as reason; if that is refused too, with no
+        reason; if even that is refused, give the report up (logged), never retry it forever."""
+        o = self.unreported[0]
+        message = one_line(db.error_message(exc) if hasattr(exc, "orig") else error_text(exc))
+        log.error("ti %s try %s: the database refused the report (%s)%s", o.ti_id, o.try_number, message,
+                  "; failing the try" if o.refusals < 2 else "; giving the report up")
+        if o.refusals >= 2:
+            self.unreported.pop(0)
+            return
+        reason = one_line(REFUSED + message) if o.refusals == 0 else None
+        self.unreported[0] = Outcome(o.ti_id, o.try_number, 1, reason=reason, refusals=o.refusals + 1)
 
     def _heartbeat(self, now=None) -> bool:
         """Beat when due; False only when the database says this job was declared dead."""
@@ -238,9 +320,9 @@ class Worker:
             if row["kind"] == "python":
                 fd, defer_file = tempfile.mkstemp(prefix="engine-defer-", suffix=".json")
                 os.close(fd)  # stays empty unless the task defers
-            proc = start_child(row, defer_file)
+            proc = start_child(row, defer_file, self.task_env)
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
-            reason = f"could not start the task: {type(exc).__name__}: {exc}"
+            reason = one_line(f"could not start the task: {type(exc).__name__}: {exc}")
             log.error("ti %s (%s.%s): %s", row["ti_id"], row["dag_id"], row["task_id"], reason)
             note_in_log(row, reason)
             read_defer(defer_file)  # removes it
@@ -251,17 +333,18 @@ class Worker:
 
     def _terminate(self, child: Child, reason: str | None = None, timed_out: bool = False,
                    grace: float | None = None) -> None:
-        """SIGTERM the child's group now, SIGKILL it after `grace` seconds (KILL_GRACE by default)."""
+        """SIGTERM the try's processes now, SIGKILL them after `grace` seconds (KILL_GRACE by
+        default): both through its supervisor."""
         kill_at = time.monotonic() + (KILL_GRACE if grace is None else grace)
         if child.kill_at is None:
             child.kill_at, child.timed_out, child.reason = kill_at, timed_out, reason
             note_in_log(child.row, f"{reason or 'execution_timeout exceeded'}; sending SIGTERM")
-            signal_group(child.proc, signal.SIGTERM)
+            signal_child(child.proc, signal.SIGTERM)
         child.kill_at = min(child.kill_at, kill_at)
 
     def _reap(self) -> int:
         """Collect exited children, enforce timeouts and the SIGKILL grace period."""
-        finished, now = 0, time.monotonic()
+        finished, now, orphans = 0, time.monotonic(), False
         for child in list(self.children):
             code = child.proc.poll()
             if code is None:
@@ -269,22 +352,52 @@ class Worker:
                     log.warning("ti %s exceeded its execution_timeout; terminating", child.row["ti_id"])
                     self._terminate(child, timed_out=True)
                 elif child.kill_at is not None and now >= child.kill_at:
-                    signal_group(child.proc, signal.SIGKILL)
+                    signal_child(child.proc, supervisor.KILL_NOW)
                 continue
-            if child.kill_at is not None:
-                signal_group(child.proc, signal.SIGKILL)  # leftovers of a killed task's group
             self.children.remove(child)
+            child.proc.lifeline.close()
+            orphans = orphans or code < 0  # the supervisor itself may have been killed
             if child.reason and code in (0, 99, DEFER_EXIT_CODE):
                 code = -signal.SIGTERM  # killed by the worker: a failed try, whatever the task did on SIGTERM
-            defer = read_defer(child.defer_file)  # (and remove the file)
+            defer, refused = read_defer(child.defer_file)  # (and remove the file)
             deferred = code == DEFER_EXIT_CODE and not child.timed_out
             reason = child.reason
-            if deferred and defer is None:
-                reason = "the task deferred but left no valid Defer for the worker"  # a failed try
+            if deferred and defer is None:  # a failed try
+                reason = refused or "the task deferred but left no valid Defer for the worker"
+                code = 1
+            elif refused and code == 1 and reason is None:
+                reason = refused  # the runner refused the task's Defer
             self.unreported.append(Outcome(child.row["ti_id"], child.row["try_number"], code, child.timed_out,
                                            reason, child.release, defer if deferred else None))
             finished += 1
+        if orphans and self._subreaper:
+            self._kill_orphans()
         return finished
+
+    def _kill_orphans(self) -> None:
+        """Kill every child of the worker that is not a running supervisor, with all its
+        descendants, until none is left: processes of a try whose supervisor was killed, which
+        came to us because the worker is a child subreaper (loop())."""
+        me, delay, killed = os.getpid(), 0.001, set()
+        while True:
+            table = supervisor.process_table() or {}
+            known = {c.proc.pid for c in self.children}
+            strays = [pid for pid, (ppid, _) in table.items() if ppid == me and pid not in known]
+            if not strays:
+                if killed:
+                    log.warning("killed %s process(es) left by a killed supervisor: %s", len(killed), sorted(killed))
+                return
+            for pid in strays:
+                victims = [pid, *supervisor.descendants(pid, table)]
+                killed.update(victims)
+                supervisor.signal_pids(victims, signal.SIGKILL)
+            for pid in strays:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def _kill_all(self, reason: str, grace: float, release: bool = False) -> None:
         """SIGTERM every child, SIGKILL after `grace`, wait until all have exited."""
@@ -367,6 +480,10 @@ class Worker:
         """Run until SIGTERM/SIGINT (or, with burst, until no work is left for our queues)."""
         main = threading.current_thread() is threading.main_thread()
         saved = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
+        # A child subreaper: if a supervisor is killed, its try's processes come to us (_reap
+        # kills them). Every other child of this process must be a supervisor meanwhile.
+        already = supervisor.is_subreaper()
+        self._subreaper = already or supervisor.set_subreaper(True)
         try:
             while not self.stopping:
                 counts = self.run_once()
@@ -382,3 +499,6 @@ class Worker:
                 self._report_pending()
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
+            if self._subreaper and not already:
+                supervisor.set_subreaper(False)
+            self._subreaper = False

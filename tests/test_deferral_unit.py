@@ -57,10 +57,13 @@ def test_runner_hands_a_defer_to_the_worker_with_exit_100(tmp_path, dag_dir):
     assert json.loads(defer_file.read_text()) == {
         "classpath": "engine.triggers:TimeDeltaTrigger", "trigger_kwargs": {"seconds": 30.0}, "method": "resume",
         "kwargs": {"out": "o", "x": 2}, "timeout": 3600.0}
-    # A Defer that cannot be serialized is an ordinary failure, with the reason in the log.
+    # A Defer that cannot be serialized fails the try, with one line saying why in the log and
+    # in the file, for the worker to report as the try's reason.
     r = run_runner({"callable": "tasks:bad_defer", "dag_folder": str(dag_dir), "defer_file": str(defer_file)},
                    tmp_path)
-    assert r.returncode == 1 and "cannot be handed to the worker" in r.stderr
+    reason = "the task's Defer was refused: Defer kwargs must be plain JSON (Object of type object is not JSON"
+    assert r.returncode == 1 and r.stderr.startswith(reason) and len(r.stderr.splitlines()) == 1, r.stderr
+    assert json.loads(defer_file.read_text())["error"].startswith(reason)
 
 
 def test_runner_resume_calls_the_method_with_event_and_kwargs(tmp_path, dag_dir):

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -146,18 +145,20 @@ def wait_for(what, cond, timeout, cluster=None):
 
 def test_killed_triggerer_is_taken_over_nothing_lost_nothing_fired_twice(eng, cfg, db_url, tmp_path):
     """20 deferred TIs; triggerer A fires the first 10 (due at once), is killed with kill -9
-    while it holds the other 10 (due in an hour); those are then made due, and triggerer B
-    takes them over once A's heartbeat is older than the threshold (3 s) and fires them. Each
-    TI resumes exactly once. Nothing depends on how fast A starts: the second group only
-    becomes due once A holds it and is dead."""
+    while it holds the other 10 (FileTriggers whose file is created once A is dead); triggerer B
+    takes them over once A's heartbeat is older than the threshold (3 s) and fires them. Each TI
+    resumes exactly once."""
     sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('p', 30, true)")
     sync_source(eng, tmp_path / "dags", MANY)
     trigger(eng, "many")
     tick(eng, cfg)
     now = sql(eng, "SELECT now()")[0][0]
+    later = tmp_path / "later"
     for ti in claim(eng):
-        later = 0.0 if ti.map_index < 10 else 3600.0
-        defer(eng, ti, kwargs={"moment": (now + timedelta(seconds=later)).isoformat()})
+        if ti.map_index < 10:
+            defer(eng, ti, kwargs={"moment": now.isoformat()})
+        else:
+            defer(eng, ti, "engine.triggers:FileTrigger", {"path": str(later), "poke_interval": 0.1})
     fast = {"ENGINE_JOB_HEARTBEAT_THRESHOLD": "3", "ENGINE_TRIGGERER_POLL_INTERVAL": "0.2"}
     cluster = Cluster(db_url, tmp_path / "cluster", env=fast)
     tq = quoted(eng, "trigger")
@@ -169,9 +170,7 @@ def test_killed_triggerer_is_taken_over_nothing_lost_nothing_fired_twice(eng, cf
         assert held == 10
         cluster.kill9(a)
         killed_at = time.monotonic()
-        # Make the held 10 due now; B rebuilds each trigger from its stored kwargs.
-        sql(eng, f"UPDATE {tq} SET kwargs = :k WHERE fired_at IS NULL",
-            k=json.dumps({"moment": now.isoformat()}))
+        later.write_text("now")
         b = cluster.start("triggerer")
         wait_for("B to take over and fire the rest", lambda: states(eng, "many") == {"queued": 20}, 30, cluster)
         assert time.monotonic() - killed_at >= 2.5  # not before A's heartbeat was 3 s old (less B's start-up)

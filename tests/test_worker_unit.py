@@ -51,6 +51,14 @@ def run_runner(spec, cwd):
                           capture_output=True, text=True, timeout=60)
 
 
+def finish_child(proc, timeout=60):
+    """Wait for a try started with start_child, then close its lifeline as the worker does."""
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        proc.lifeline.close()
+
+
 def make_row(tmp_path, dag_dir, n=1, **kw):
     row = {"ti_id": n, "dag_id": "d", "run_id": "manual__1", "task_id": f"t{n}", "map_index": -1, "try_number": 1,
            "kind": "bash", "bash_command": "echo hi", "env": None, "python_callable": None, "op_kwargs": None,
@@ -91,8 +99,9 @@ def test_runner_exception_exits_1_with_traceback(dag_dir, tmp_path, ref, needle)
 def test_build_command_bash_map_args_override(tmp_path, dag_dir):
     row = make_row(tmp_path, dag_dir, env={"A": "1", "B": "2"},
                    map_args={"bash_command": "echo mapped", "env": {"B": "3"}})
-    argv, env, stdin, what = build_command(row)
-    assert argv == ["bash", "-c", "echo mapped"] and stdin is None and "echo mapped" in what
+    task, what = build_command(row)
+    env = task["env"]
+    assert task["argv"] == ["bash", "-c", "echo mapped"] and "runner" not in task and "echo mapped" in what
     assert (env["A"], env["B"], env["ENGINE_CONF"]) == ("1", "3", '{"a": 1}')
     assert env["PATH"] == os.environ["PATH"]
 
@@ -100,22 +109,22 @@ def test_build_command_bash_map_args_override(tmp_path, dag_dir):
 def test_build_command_python_merges_kwargs(tmp_path, dag_dir):
     row = make_row(tmp_path, dag_dir, kind="python", bash_command=None, python_callable="tasks:ok",
                    op_kwargs={"x": 1, "y": 2}, map_args={"x": 5}, map_index=0)
-    argv, env, stdin, _ = build_command(row)
-    assert argv == [sys.executable, "-m", "engine.runner"]
-    assert json.loads(stdin) == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir)}
-    assert env["ENGINE_MAP_INDEX"] == "0"
+    task, _ = build_command(row)
+    assert "argv" not in task  # the supervisor runs the runner in a forked child
+    assert task["runner"] == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir)}
+    assert task["env"]["ENGINE_MAP_INDEX"] == "0"
 
 
-def test_start_child_logs_env_cwd_and_own_group(tmp_path, dag_dir):
+def test_start_child_logs_env_cwd_and_own_session(tmp_path, dag_dir):
     cmd = 'echo "$ENGINE_DAG_ID $ENGINE_TASK_ID $ENGINE_RUN_ID $ENGINE_MAP_INDEX $ENGINE_TRY_NUMBER $X"; pwd; echo err >&2'
     row = make_row(tmp_path, dag_dir, bash_command=cmd, env={"X": "ex"})
     proc = start_child(row)
-    assert os.getpgid(proc.pid) == proc.pid  # own process group
-    assert proc.wait(timeout=30) == 0
+    assert os.getsid(proc.pid) == proc.pid  # the supervisor leads its own session
+    assert finish_child(proc) == 0
     lines = Path(row["log_path"]).read_text().splitlines()
     assert "try 1 of d.t1" in lines[0] and "bash -c" in lines[0]
     assert lines[1:] == ["d t1 manual__1 -1 1 ex", str(dag_dir), "err"]
-    start_child(row).wait(timeout=30)  # a second start appends
+    finish_child(start_child(row))  # a second start appends
     assert len(Path(row["log_path"]).read_text().splitlines()) == 8
 
 
@@ -123,7 +132,7 @@ def test_start_child_python_task(tmp_path, dag_dir):
     out = tmp_path / "out.txt"
     row = make_row(tmp_path, dag_dir, kind="python", python_callable="tasks:ok",
                    op_kwargs={"path": str(out)}, map_args={"x": 4})
-    assert start_child(row).wait(timeout=60) == 0
+    assert finish_child(start_child(row)) == 0
     assert out.read_text() == f"8 {dag_dir} t1"
 
 
@@ -310,3 +319,35 @@ def test_loop_burst_returns_when_no_work(fake, tmp_path, dag_dir):
     w = make_worker(tmp_path)
     w.loop(burst=True)
     assert len(fake.finished) == 3 and not w.children
+
+
+def test_timeout_kills_a_grandchild_that_left_the_process_group(fake, tmp_path, dag_dir):
+    """setsid'd processes escape a process-group kill; the try's supervisor kills them anyway."""
+    pidfile = tmp_path / "escaped.pid"
+    escape = f"{sys.executable} -c 'import os,time; os.setsid(); open(\"{pidfile}\",\"w\").write(str(os.getpid())); " \
+             "time.sleep(60)'"
+    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=1.0, bash_command=f"{escape} & wait")]
+    w = make_worker(tmp_path)
+    w.start()
+    run_until(w, lambda: fake.finished)
+    assert fake.finished[0]["timed_out"] is True
+    assert gone(int(pidfile.read_text())), "the setsid'd grandchild of the timed-out task survived"
+
+
+def test_task_env_drops_engine_settings_and_anything_holding_the_credentials(tmp_path, dag_dir):
+    from engine.worker import engine_secrets, task_base_env
+
+    url = "postgresql+psycopg://engine:s3cr%40t@db.example/engine"
+    cfg = SimpleNamespace(database_url=url)
+    secrets = engine_secrets(cfg)
+    assert {url, "s3cr@t", "s3cr%40t"} <= set(secrets)
+    environ = {"ENGINE_DATABASE_URL": url, "ENGINE_HOME": "/var/lib/engine", "PGPASSWORD": "s3cr@t",
+               "APP_DSN": f"dsn={url}", "QUOTED": "x:s3cr%40t@y", "PATH": "/usr/bin", "HOME": "/home/e"}
+    assert task_base_env(environ, secrets) == {"PATH": "/usr/bin", "HOME": "/home/e"}
+    assert task_base_env(environ, secrets, passthrough=True) == environ
+    row = make_row(tmp_path, dag_dir, env={"MINE": "1"})
+    task, _ = build_command(row, base=task_base_env(environ, secrets))
+    assert set(task["env"]) == {"PATH", "HOME", "MINE", "ENGINE_DAG_ID", "ENGINE_TASK_ID", "ENGINE_RUN_ID",
+                                "ENGINE_MAP_INDEX", "ENGINE_TRY_NUMBER", "ENGINE_CONF"}
+    with pytest.raises(ValueError, match="NUL"):
+        build_command(make_row(tmp_path, dag_dir, env={"BAD": "a\x00b"}))
