@@ -128,8 +128,6 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
     try:
         value = _number(setting, raw)
     except (TypeError, ValueError):
-    Setting("task_env_passthrough", False, bool, "give tasks the worker's whole environment, ENGINE_* settings "
-            "and database credentials included (default: tasks get neither)"),
         raise EngineError(f"{where}: {raw!r} is not {kind}; use {kind} {span}") from None
     if (isinstance(value, float) and not math.isfinite(value)) or value < setting.lo or value > setting.hi \
             or (setting.positive and value == 0):
