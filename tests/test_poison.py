@@ -84,9 +84,10 @@ def test_every_poison_at_once_stops_nobody_else(eng, cfg, tmp_path, monkeypatch)
 
     sched = Scheduler(eng, cfg)
     summaries = [sched.run_once()]  # runs start, TIs are created
-    # TIs whose pool or executor row is gone.
-    sql(eng, "UPDATE task_instance SET pool = 'ghost' WHERE dag_id = 'p_pool'")
-    sql(eng, "UPDATE task_instance SET executor = 'ghost' WHERE dag_id = 'p_exec'")
+    # TIs whose pool or executor row is gone (put back to scheduled: the first pass queued them).
+    sql(eng, "UPDATE task_instance SET pool = 'ghost', state = 'scheduled', queued_at = NULL WHERE dag_id = 'p_pool'")
+    sql(eng, "UPDATE task_instance SET executor = 'ghost', state = 'scheduled', queued_at = NULL "
+             "WHERE dag_id = 'p_exec'")
     # p_orphan's try is claimed by a worker that then dies (its heartbeat is a day old).
     with db.connect(eng) as conn:
         dead = db.run(conn, "register_job", kind="worker", hostname="gone", pid=1).scalar_one()
@@ -142,3 +143,33 @@ def test_every_poison_at_once_stops_nobody_else(eng, cfg, tmp_path, monkeypatch)
     paths = [p for (p,) in sql(eng, "SELECT log_path FROM task_instance WHERE log_path IS NOT NULL")]
     assert paths and all(Path(os.path.realpath(p)).is_relative_to(logs) for p in paths), paths
     assert not Path("/tmp/x/outside").exists()
+
+
+def test_a_step_the_database_refuses_as_a_whole_does_not_stop_the_pass(eng, cfg, tmp_path, db_url):
+    """The last line of defence: should a whole step fail (here its procedure was dropped by
+    hand), the pass reports it and runs every other step; `engine tick` says which step failed
+    and exits 1; `engine db upgrade` repairs it."""
+    from engine.scheduler import format_summary
+    from tests.helpers import claim, finish, tick
+
+    sync_source(eng, tmp_path / "dags", 'with DAG("d"):\n    BashTask("a", bash_command="true") >> '
+                                        'BashTask("b", bash_command="true")\n')
+    trigger(eng, "d")
+    tick(eng, cfg)
+    (a,) = claim(eng)
+    finish(eng, a)
+    kind = "FUNCTION" if eng.dialect.name == "postgresql" else "PROCEDURE"
+    sql(eng, f"DROP {kind} create_dag_runs_v2")
+    summary = tick(eng, cfg)
+    assert [e["step"] for e in summary["errors"]] == ["create_dag_runs"]
+    assert "create_dag_runs_v2" in summary["errors"][0]["error"]
+    assert summary["tis_scheduled"] == 1 and summary["tis_queued"] == 1  # b: the later steps ran
+    assert "failed=create_dag_runs" in format_summary(summary)
+    assert "create_dag_runs" in sql(eng, "SELECT errors FROM tick_log ORDER BY id DESC")[0][0]
+    env = {"ENGINE_DATABASE_URL": db_url, "ENGINE_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(engine_cli, ["tick"], env=env)
+    assert result.exit_code == 1 and "tick: runs created=0" in result.stdout
+    assert result.stderr.startswith("error: step create_dag_runs failed: ") and len(result.stderr.splitlines()) == 1
+    assert CliRunner().invoke(engine_cli, ["db", "upgrade"], env=env).exit_code == 0
+    result = CliRunner().invoke(engine_cli, ["tick", "--json"], env=env)
+    assert result.exit_code == 0 and '"errors": []' in result.stdout
