@@ -65,8 +65,10 @@ def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
             sql = ("SELECT md5(pg_get_viewdef(c.oid)) FROM pg_class c WHERE c.relname = :n "
                    "AND c.relnamespace = current_schema()::regnamespace AND c.relkind = 'v'")
         else:
+            # With a hand-made overload beside it (check() reports it), the oldest definition
+            # is the one a migration installed (CREATE OR REPLACE keeps its oid).
             sql = ("SELECT md5(pg_get_functiondef(p.oid)) FROM pg_proc p WHERE p.proname = :n "
-                   "AND p.pronamespace = current_schema()::regnamespace")
+                   "AND p.pronamespace = current_schema()::regnamespace ORDER BY p.oid LIMIT 1")
     elif kind == "view":
         sql = ("SELECT md5(view_definition) FROM information_schema.views "
                "WHERE table_schema = DATABASE() AND table_name = :n")
@@ -202,7 +204,7 @@ def expected_objects(dialect: str) -> list[str]:
 @dataclass(frozen=True)
 class Finding:
     name: str
-    status: str  # ok, missing, drifted, outdated, not-installed
+    status: str  # ok, missing, drifted, outdated, not-installed, extra-overload, unexpected
     detail: str
 
 
@@ -226,7 +228,27 @@ def check(conn) -> list[Finding]:
             findings.append(Finding(name, "outdated", f"sql/{dialect}/{name}.sql changed since it was installed"))
         else:
             findings.append(Finding(name, "ok", f"{kind}, revision {rec.revision}"))
+    # Routines of the schema beside the recorded ones: another overload of an engine function
+    # (PostgreSQL: same name, other arguments), or a routine no migration installed.
+    for name, count in routine_counts(conn).items():
+        if name not in recorded:
+            findings.append(Finding(name, "unexpected", "no migration installed it; drop it, or ship it in a revision"))
+        elif count > 1:
+            findings.append(Finding(name, "extra-overload", f"{count} definitions of {name} in the schema (a hand-made "
+                                    "overload); drop the one(s) with other arguments"))
     return findings
+
+
+def routine_counts(conn) -> dict[str, int]:
+    """Every stored function and procedure of the current schema (database) with how many
+    definitions share its name (PostgreSQL overloads; always 1 on MySQL)."""
+    if dialect_of(conn) == "postgresql":
+        sql = ("SELECT proname, count(*) FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
+               "GROUP BY proname")
+    else:
+        sql = ("SELECT routine_name, count(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
+               "GROUP BY routine_name")
+    return {name: int(n) for name, n in conn.execute(sa.text(sql))}
 
 
 def repair(conn) -> list[str]:
@@ -236,7 +258,7 @@ def repair(conn) -> list[str]:
     view may drop its dependents."""
     fixed: list[str] = []
     for _ in range(3):
-        todo = [f.name for f in check(conn) if f.status not in ("ok", "not-installed")]
+        todo = [f.name for f in check(conn) if f.status in ("missing", "drifted", "outdated")]
         if not todo:
             break
         for name in todo:

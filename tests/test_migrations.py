@@ -115,3 +115,16 @@ def test_db_check_on_an_empty_database_says_to_upgrade(db_url):
     r = subprocess.run([sys.executable, "-m", "cli.main", "--database-url", db_url, "db", "check"],
                        capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == "error: the database has no engine schema yet; run `engine db upgrade`"
+
+
+def test_db_check_reports_extra_overloads_and_routines_no_migration_installed(eng):
+    run_sql_file(eng, "extra_routines")
+    with eng.begin() as conn:
+        found = {(f.name, f.status) for f in procedures.check(conn) if f.status != "ok"}
+    expected = {("dba_helper", "unexpected")}
+    if eng.dialect.name == "postgresql":
+        expected.add(("heartbeat_v1", "extra-overload"))
+    assert found == expected
+    migrate.upgrade(eng)  # repair reinstalls what drifted; it never drops a DBA's routine
+    with eng.begin() as conn:
+        assert {(f.name, f.status) for f in procedures.check(conn) if f.status != "ok"} == expected
