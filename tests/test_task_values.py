@@ -272,9 +272,16 @@ def test_bad_trigger_values_fail_their_try_and_the_triggerer_goes_on(eng, cfg, t
 
 
 def test_a_refused_fire_is_reported_again_as_an_error_fire(eng, cfg, tmp_path, monkeypatch):
-    """Without the event check, NaN reaches the database, which refuses the whole batch: the
-    fires are then reported one by one, and the refused one as an error."""
+    """Without the event check, NaN reaches the database. fire_trigger_v2 fails that try itself
+    (the event is not plain JSON); fire_trigger_v1, which a database of the previous release
+    answers with, refuses the whole batch: the fires are then reported one by one, and the
+    refused one as an error. The second case is forced here by calling v1."""
     monkeypatch.setattr(triggerer_mod, "check_event", lambda event: event)
+    real = db._statements
+    v1 = {"postgresql": "SELECT fire_trigger_v1(:trigger_id, CAST(:event AS jsonb), :error, :now, :boost) AS state",
+          "mysql": "SELECT fire_trigger_v1(:trigger_id, :event, :error, :now, :boost) AS state"}
+    monkeypatch.setattr(db, "_statements", lambda dialect, name: (sa.text(v1[dialect]),) if name == "fire_trigger"
+                        else real(dialect, name))
     four_deferred(eng, cfg, tmp_path)
     run_triggerer(eng, cfg)
     assert states(eng, "trig") == {"failed": 3, "queued": 1}
@@ -283,3 +290,13 @@ def test_a_refused_fire_is_reported_again_as_an_error_fire(eng, cfg, tmp_path, m
               for (e,) in sql(eng, 'SELECT event FROM "trigger" WHERE event IS NOT NULL'.replace(
                   '"', '`' if eng.dialect.name != "postgresql" else '"'))]
     assert events == [{"ok": 1}]
+
+
+def test_an_unchecked_nan_event_fails_only_its_try_in_the_database(eng, cfg, tmp_path, monkeypatch):
+    """Without the triggerer's event check, fire_trigger_v2 itself fails the try whose event is
+    not plain JSON; the other triggers fire as usual."""
+    monkeypatch.setattr(triggerer_mod, "check_event", lambda event: event)
+    four_deferred(eng, cfg, tmp_path)
+    run_triggerer(eng, cfg)
+    assert states(eng, "trig") == {"failed": 3, "queued": 1}
+    assert "not plain JSON" in reasons(eng)["nan"]
