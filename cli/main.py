@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import logging
 import sys
 from pathlib import Path
@@ -589,23 +588,23 @@ def sql_group():
 
 
 @sql_group.command("lint")
+@click.argument("path", required=False, type=click.Path(exists=True, file_okay=True, dir_okay=True))
 @handle_errors
-def sql_lint():
-    """Parse every PostgreSQL file with pglast; exit 1 on the first that does not parse."""
-    import pglast
-
+def sql_lint(path):
+    """Check the SQL files under PATH (default: the engine's sql/ folder) without a database:
+    PostgreSQL files and PL/pgSQL bodies parse; MySQL files define their objects; exit 1 with
+    one `file:line: message` line per problem."""
+    from engine.lint import lint
     from engine.paths import SQL_DIR
 
-    files = sorted((SQL_DIR / "postgresql").rglob("*.sql"))
-    for path in files:
-        text = path.read_text()
-        if path.parent.name == "queries":  # named statements use :name parameters
-            text = re.sub(r"(?<!:):\w+", "NULL", text)
-        try:
-            pglast.parse_sql(text)
-        except pglast.parser.ParseError as exc:
-            raise EngineError(f"{path}: {exc}; fix the SQL") from None
-    click.echo(f"{len(files)} PostgreSQL file(s) parse")
+    files, problems = lint(Path(path).resolve() if path else SQL_DIR)
+    for p in problems:
+        click.echo(str(p))
+    if problems:
+        raise EngineError(f"{len(problems)} problem(s) in {len({p.path for p in problems})} of {len(files)} SQL file(s)")
+    pg = sum(1 for f in files if "mysql" not in f.parts)
+    click.echo(f"{len(files)} SQL file(s) checked: {pg} PostgreSQL (statements and PL/pgSQL bodies parse), "
+               f"{len(files) - pg} MySQL (each defines its object; blocks balance)")
 
 
 if __name__ == "__main__":

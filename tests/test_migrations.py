@@ -128,3 +128,28 @@ def test_db_check_reports_extra_overloads_and_routines_no_migration_installed(en
     migrate.upgrade(eng)  # repair reinstalls what drifted; it never drops a DBA's routine
     with eng.begin() as conn:
         assert {(f.name, f.status) for f in procedures.check(conn) if f.status != "ok"} == expected
+
+
+def test_sql_lint_reads_plpgsql_bodies_and_names(tmp_path):
+    """`engine sql lint` passes the shipped files and reports, as file:line: message, a body
+    that does not parse (the outer CREATE FUNCTION still parses) and a misnamed MySQL object."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from cli.main import main as engine_cli
+
+    ok = CliRunner().invoke(engine_cli, ["sql", "lint"])
+    assert ok.exit_code == 0 and "PL/pgSQL bodies parse" in ok.output, ok.output
+    root = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, root)
+    pg = root / "postgresql" / "heartbeat_v1.sql"
+    pg.write_text(pg.read_text().replace("    UPDATE job SET", "    SELEC nonsense FRM nowhere;\n    UPDATE job SET", 1))
+    assert pglast.parse_sql(pg.read_text())  # only the body is wrong
+    (root / "mysql" / "queue_tis_v9.sql").write_text("CREATE PROCEDURE queue_tis_v8()\nBEGIN\nEND")
+    bad = CliRunner().invoke(engine_cli, ["sql", "lint", str(root)])
+    assert bad.exit_code == 1
+    line = next(n for n, text in enumerate(pg.read_text().splitlines(), 1) if "SELEC" in text)
+    assert f"{pg}:{line}: PL/pgSQL body of heartbeat_v1: syntax error at or near \"SELEC\"" in bad.stdout
+    assert "queue_tis_v9.sql defines queue_tis_v8" in bad.stdout
+    assert re.fullmatch(r"error: 2 problem\(s\) in 2 of \d+ SQL file\(s\)", bad.stderr.strip()), bad.stderr
