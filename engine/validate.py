@@ -84,9 +84,9 @@ def check_seconds(value, what: str, where: str = "", *, allow_zero: bool = True,
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise EngineError(f"{_where(where)}{what} must be seconds (a number or a timedelta), got {value!r}")
     value = float(value)
-    low = "0" if allow_zero else "more than 0"
+    span = f"from 0 to {hi:,.0f} seconds" if allow_zero else f"more than 0 and at most {hi:,.0f} seconds"
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or value > hi:
-        raise EngineError(f"{_where(where)}{what} must be {low} to {hi:,.0f} seconds, got {value!r}")
+        raise EngineError(f"{_where(where)}{what} must be {span}, got {value!r}")
     return value
 
 

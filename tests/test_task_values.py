@@ -60,7 +60,7 @@ BAD_DAG = """
 REASONS = {
     "nan_kwarg": "the task's Defer was refused: Defer kwargs['x'] is nan (not JSON)",
     "nul_key": "the task's Defer was refused: EventTrigger: bad event key 'a\\x00b'",
-    "huge_timeout": "the task's Defer was refused: Defer timeout must be 0 to 3,153,600,000 seconds, got 1e+300",
+    "huge_timeout": "the task's Defer was refused: Defer timeout must be from 0 to 3,153,600,000 seconds, got 1e+300",
     "object_kwarg": "the task's Defer was refused: Defer kwargs must be plain JSON",
 }
 
