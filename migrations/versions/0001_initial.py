@@ -1,4 +1,4 @@
-"""Initial schema: the tables (dag, task, runs, TIs, pools, jobs, history) and the first version of every procedure.
+"""Initial schema: tables of DESIGN section 3 and the first version of every procedure.
 
 Revision ID: 0001
 Revises:
