@@ -85,10 +85,6 @@ def handle_errors(fn):
 pass_ctx = click.make_pass_decorator(Context)
 
 
-def parse_json_option(option: str, value: str, example: str):
-    return validate.parse_json(value, option, example)
-
-
 class Seconds(click.ParamType):
     """Seconds: a finite number in (0, hi] (click.FloatRange lets NaN through)."""
     name = "seconds"
@@ -276,7 +272,7 @@ def dags_list(c: Context):
 @handle_errors
 def dags_trigger(c: Context, dag_id, conf, run_id):
     """Create a manual run of DAG_ID."""
-    parsed = parse_json_option("--conf", conf, "an object like '{\"k\": 1}'") if conf else {}
+    parsed = validate.parse_json(conf, "--conf", "an object like '{\"k\": 1}'") if conf else {}
     if not isinstance(parsed, dict):
         raise EngineError("--conf must be a JSON object like '{\"k\": 1}'")
     with db.connect(c.engine()) as conn:
@@ -448,7 +444,7 @@ def events_send(c: Context, key, payload):
     validate.check_text(key, "event key", allow_empty=False)
     if len(key) > validate.MAX_ID_LENGTH:
         raise EngineError(f"event key is {len(key)} characters long; use at most {validate.MAX_ID_LENGTH}")
-    parsed = parse_json_option("--payload", payload, "e.g. '{\"rows\": 10}' or '\"done\"'") if payload is not None else None
+    parsed = validate.parse_json(payload, "--payload", "e.g. '{\"rows\": 10}' or '\"done\"'") if payload is not None else None
     cfg = c.cfg()
     with db.connect(c.engine()) as conn:
         n = db.run(conn, "send_event", key=key, payload=json.dumps(parsed), now=None,
