@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import sqlalchemy as sa
 
-from engine import db, migrate, procedures, validate
+from engine import calls, db, migrate, procedures, validate
 from engine.config import load_config
 from engine.errors import EngineError
 
@@ -48,6 +48,8 @@ class Context:
                     else:
                         raise EngineError(f"database schema is at {current or 'nothing'}, not {migrate.head()}; "
                                           f"run `engine db upgrade`")
+                # The versions of the procedures this service calls (setting procedure_versions).
+                self._eng = calls.pin(self._eng, cfg.procedure_versions)
         return self._eng
 
     def close(self) -> None:
@@ -226,9 +228,73 @@ def db_check(c: Context):
         findings = procedures.check(conn)
     click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))
     bad = [f for f in findings if f.status != "ok"]
+    files = [f for f in bad if f.status in ("changed-released", "deleted-released")]
+    if files:
+        click.echo(f"{len(files)} released file(s) changed; restore them: a change is a new _vN file and revision",
+                   err=True)
+    if len(bad) > len(files):
+        click.echo(f"{len(bad) - len(files)} object(s) not as the sql/ files describe; run `engine db upgrade` to "
+                   f"repair", err=True)
     if bad:
-        click.echo(f"{len(bad)} object(s) not as the sql/ files describe; run `engine db upgrade` to repair", err=True)
         sys.exit(1)
+
+
+@db_group.command("procedures")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@pass_ctx
+@handle_errors
+def db_procedures(c: Context, as_json):
+    """Each procedure and view: version, revision, checksums, which version this service calls
+    (setting procedure_versions), and calls / total / mean time as the server counts them."""
+    from engine import calls, dba
+    eng = c.engine()
+    with db.connect(eng) as conn:
+        rows, note = dba.costs(conn, calls.parse_pins(c.cfg().procedure_versions))
+    if as_json:
+        click.echo(json.dumps({"note": note, "objects": [{**r.__dict__, "mean_ms": r.mean_ms} for r in rows]},
+                              indent=2))
+        return
+    ms = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
+    click.echo(table([(r.name, r.kind, r.revision or "", r.status, (r.file_checksum or "")[:8],
+                       (r.db_checksum or "")[:8], r.called, "" if r.calls is None else r.calls,
+                       ms(r.total_ms), ms(r.mean_ms)) for r in rows],
+                     ["object", "kind", "revision", "status", "file", "database", "called", "calls", "total ms",
+                      "mean ms"]))
+    if note:
+        click.echo(note, err=True)
+
+
+@db_group.command("explain")
+@click.argument("procedure")
+@click.option("--arg", "args", multiple=True, metavar="NAME=VALUE", help="a parameter of the call (repeatable)")
+@click.option("--slowest", type=click.IntRange(0, 1000), default=None,
+              help="print the plans of only the N slowest statements")
+@click.option("--timeout", type=Seconds(3600), default=60.0, show_default=True, help="seconds the call may run")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@pass_ctx
+@handle_errors
+def db_explain(c: Context, procedure, args, slowest, timeout, as_json):
+    """Call PROCEDURE (e.g. queue_tis, or queue_tis_v1 for that version) in a transaction that is
+    rolled back, and print the time and plan of every statement it runs."""
+    from engine import calls, dba
+    cfg = c.cfg()
+    given = dict(dba.parse_arg(a) for a in args)
+    defaults = {"max_tis": cfg.max_tis, "batch": cfg.schedule_batch}
+    result = dba.explain(c.engine(), procedure, given, defaults, calls.parse_pins(cfg.procedure_versions), timeout)
+    if as_json:
+        click.echo(dba.as_json(result))
+        return
+    click.echo(f"{result.call}: {len(result.statements)} statement(s)"
+               + (f", {result.total_ms:.3f} ms" if result.total_ms is not None else ""))
+    click.echo(table([(i + 1, f"{s.ms:.3f}", " ".join(s.text.split())[:100]) for i, s in enumerate(result.statements)],
+                     ["#", "ms", "statement"]))
+    with_plans = [(i, s) for i, s in enumerate(result.statements) if s.plan]
+    if slowest is not None:
+        with_plans = sorted(sorted(with_plans, key=lambda p: -p[1].ms)[:slowest])
+    for i, s in with_plans:
+        click.echo(f"\n#{i + 1} ({s.ms:.3f} ms)\n{s.text}\n{s.plan}")
+    if result.note:
+        click.echo(result.note, err=True)
 
 
 # ---- dags -----------------------------------------------------------------------------------

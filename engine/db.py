@@ -150,9 +150,21 @@ def _is_sql(part: str) -> bool:
     return bool(re.sub(r"--[^\n]*", "", part).strip())
 
 
+def with_versions(text: str, calls: tuple) -> str:
+    """`text` calling the versions `calls` ((base, version), ...) names instead of the ones it
+    was written for (engine.calls chooses them)."""
+    for base, version in calls:
+        text = re.sub(rf"\b{re.escape(base)}_v\d+(\s*\()", rf"{base}_v{version}\1", text)
+    return text
+
+
+def _calls(conn: Connection) -> tuple:
+    return conn.get_execution_options().get("engine_calls", ())
+
+
 @functools.cache
-def _statements(dialect: str, name: str) -> tuple:
-    text = query_text(dialect, name)
+def _statements(dialect: str, name: str, calls: tuple = ()) -> tuple:
+    text = with_versions(query_text(dialect, name), calls)
     parts = [p for p in _STATEMENT_END.split(text) if _is_sql(p)]
     types = {col: RESULT_TYPES[kind] for kind, cols in _RESULT_HEADER.findall(text) for col in cols.split()}
     stmts = [sa.text(p) for p in parts]
@@ -163,7 +175,7 @@ def _statements(dialect: str, name: str) -> tuple:
 
 def q(conn: Connection, name: str):
     """The (last) named statement ``sql/<dialect>/queries/<name>.sql`` as an executable text()."""
-    return _statements(dialect_dir(conn), name)[-1]
+    return _statements(dialect_dir(conn), name, _calls(conn))[-1]
 
 
 def _param(value):
@@ -176,7 +188,7 @@ def run(conn: Connection, name: str, /, **params):
     dialect = dialect_dir(conn)
     if dialect == "mysql":
         params = {k: _param(v) for k, v in params.items()}
-    *before, last = _statements(dialect, name)
+    *before, last = _statements(dialect, name, _calls(conn))
     for stmt in before:
         conn.execute(stmt, params)
     return conn.execute(last, params)

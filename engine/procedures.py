@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from engine import manifest
 from engine.errors import EngineError
 from engine.paths import SQL_DIR
 
@@ -166,6 +167,7 @@ def install_one(conn, name: str, revision: str, text: str | None = None) -> None
 
 def install(op, names: list[str], revision: str) -> None:
     conn = op.get_bind()
+    manifest.refuse_changed(dialect_of(conn), names)
     for name in names:
         install_one(conn, name, revision, text_at(dialect_of(conn), name, revision))
 
@@ -204,7 +206,8 @@ def expected_objects(dialect: str) -> list[str]:
 @dataclass(frozen=True)
 class Finding:
     name: str
-    status: str  # ok, missing, drifted, outdated, not-installed, extra-overload, unexpected
+    status: str  # ok, missing, drifted, outdated, not-installed, extra-overload, unexpected,
+                 # changed-released, deleted-released (name: the file's path)
     detail: str
 
 
@@ -228,6 +231,10 @@ def check(conn) -> list[Finding]:
             findings.append(Finding(name, "outdated", f"sql/{dialect}/{name}.sql changed since it was installed"))
         else:
             findings.append(Finding(name, "ok", f"{kind}, revision {rec.revision}"))
+    # Released files whose text changed (engine/manifest.py): released versions are frozen.
+    for key, status, detail in manifest.problems():
+        if status != "unreleased" and (key.startswith(f"sql/{dialect}/") or key.startswith("migrations/")):
+            findings.append(Finding(key, status, detail))
     # Routines of the schema beside the recorded ones: another overload of an engine function
     # (PostgreSQL: same name, other arguments), or a routine no migration installed.
     for name, count in routine_counts(conn).items():
@@ -261,6 +268,7 @@ def repair(conn) -> list[str]:
         todo = [f.name for f in check(conn) if f.status in ("missing", "drifted", "outdated")]
         if not todo:
             break
+        manifest.refuse_changed(dialect_of(conn), todo)
         for name in todo:
             install_one(conn, name, "repair")
             if name not in fixed:

@@ -1,0 +1,201 @@
+"""For the DBA: released files stay as released, each service calls the version of a procedure
+its settings name (default: the newest installed one it can call), and the cost and plans of
+the procedures can be read without auto_explain by hand."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from engine import calls, db, dba, manifest, procedures
+from engine.config import load_config
+from engine.errors import EngineError
+from engine.scheduler import Scheduler
+from tests.reference import TI, World
+from tests.world import load_world
+
+
+def test_every_released_file_is_in_the_manifest_unchanged():
+    """A released _vN file, previous/ copy or revision never changes; a new one is listed by
+    `python -m engine.manifest add` when it lands."""
+    assert manifest.problems() == []
+
+
+def test_a_changed_released_file_is_reported_and_never_installed(eng, monkeypatch):
+    dialect = procedures.dialect_of(eng.connect())
+    key = f"sql/{dialect}/heartbeat_v1.sql"
+    entries = {**manifest.released(), key: "0" * 64}  # as if the file had been edited since release
+    monkeypatch.setattr(manifest, "released", lambda: entries)
+    with db.connect(eng) as conn:
+        found = {(f.name, f.status) for f in procedures.check(conn) if f.status != "ok"}
+        assert found == {(key, "changed-released")}
+        conn.execute(sa.text("DROP FUNCTION heartbeat_v1"))
+    with pytest.raises(EngineError, match=r"heartbeat_v1.sql differs from its released text"):
+        with db.connect(eng) as conn:
+            procedures.repair(conn)
+
+
+# ---- which version a service calls ---------------------------------------------------------
+
+def _fake_version(dialect: str, version: int, extra_arg: bool = False) -> str:
+    """queue_tis_v<version> with queue_tis_v2's arguments and result (plus one more argument when
+    extra_arg), whose body only raises 'queue_tis_v<version> called'."""
+    text = procedures.object_file(dialect, "queue_tis_v2").read_text()
+    name = f"queue_tis_v{version}"
+    if dialect == "postgresql":
+        head = text[text.index("CREATE OR REPLACE FUNCTION"):text.index("AS $$")]
+        if extra_arg:
+            head = head.replace("p_max_tis int,", "p_max_tis int, p_extra int,", 1)
+        return (head.replace("queue_tis_v2", name, 1)
+                + f"AS $$ BEGIN RAISE EXCEPTION '{name} called'; END; $$;\n")
+    head = text[text.index("CREATE PROCEDURE"):text.index("BEGIN", text.index("CREATE PROCEDURE"))]
+    if extra_arg:
+        head = head.replace("IN p_max_tis INT,", "IN p_max_tis INT, IN p_extra INT,", 1)
+    return head.replace("queue_tis_v2", name, 1) + f"BEGIN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{name} called'; END"
+
+
+def _world(eng) -> None:
+    tis = [TI(id=i, dag_id="d", run=1, task_id="t", map_index=i, state="scheduled", priority_weight=1,
+              pool="default_pool", pool_slots=1) for i in range(1, 4)]
+    load_world(eng, World({"default_pool": (128, False)}, {"default": None}, {"d": (None, False)},
+                          {("d", "t"): (None, None)}, {1: ("d", "running", 0)}, tis))
+
+
+def _queue_step(eng, cfg) -> tuple[int, list[str]]:
+    summary = Scheduler(eng, cfg).run_once()
+    return summary["tis_queued"], [e["error"] for e in summary["errors"]]
+
+
+def test_services_call_the_newest_installed_version_or_the_pinned_one(eng, cfg):
+    """A DBA's queue_tis_v9 (installed by a revision: recorded) is what a service calls by
+    default; a service pinned to v2 keeps calling v2; a version with other arguments (v10) is
+    never chosen by default and cannot be pinned."""
+    dialect = db.dialect_dir(eng)
+    _world(eng)
+    with db.connect(eng) as conn:
+        procedures.install_one(conn, "queue_tis_v9", "dba-tuned", _fake_version(dialect, 9))
+        procedures.install_one(conn, "queue_tis_v10", "dba-tuned", _fake_version(dialect, 10, extra_arg=True))
+        # Not recorded by any migration: never chosen.
+        procedures._execute_script(conn, _fake_version(dialect, 11))
+
+    newest = calls.pin(eng)
+    assert calls.calling(newest)["queue_tis"] == 9
+    queued, errors = _queue_step(newest, cfg)
+    assert queued == 0 and any("queue_tis_v9 called" in e for e in errors)
+
+    pinned = calls.pin(eng, "queue_tis=2")
+    assert calls.calling(pinned)["queue_tis"] == 2
+    assert _queue_step(pinned, cfg) == (3, [])
+
+    with pytest.raises(EngineError, match=r"queue_tis_v10 takes .* but this release calls queue_tis as"):
+        calls.pin(eng, "queue_tis=10")
+    with pytest.raises(EngineError, match=r"queue_tis_v11 is not installed by a migration \(installed: v1, v2, v9, v10\)"):
+        calls.pin(eng, "queue_tis=11")
+    # The plain engine (no pin()) calls what the named queries name: the shipped version.
+    assert calls.calling(eng)["queue_tis"] == calls.shipped(dialect)["queue_tis"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("queue_tis", "'queue_tis' is not NAME=VERSION; write e.g. 'queue_tis=2'"),
+    ("queue_tis=two", "'queue_tis=two' is not NAME=VERSION"),
+    ("queue_job=2", "the engine calls no procedure 'queue_job'; pin one of"),
+    ("queue_tis=1,queue_tis=2", "queue_tis is pinned twice (1 and 2); keep one"),
+    ("queue_tis=0", "versions start at 1"),
+])
+def test_bad_procedure_versions_setting_is_one_line(monkeypatch, tmp_path, value, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENGINE_PROCEDURE_VERSIONS", value)
+    with pytest.raises(EngineError) as err:
+        load_config()
+    assert str(err.value).startswith("setting procedure_versions from ENGINE_PROCEDURE_VERSIONS: ")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_pinned_version_moves_every_named_statement_that_calls_it():
+    text = "SELECT * FROM queue_tis_v2(:max_tis, :job_id, :now)  -- see queue_tis_v2."
+    assert db.with_versions(text, (("queue_tis", 7),)) == \
+        "SELECT * FROM queue_tis_v7(:max_tis, :job_id, :now)  -- see queue_tis_v2."
+    assert db.with_versions("CALL queue_tis_v2 (1)", (("queue_tis", 1), ("claim_tis", 3))) == "CALL queue_tis_v1 (1)"
+
+
+# ---- cost and plans -------------------------------------------------------------------------
+
+def test_db_procedures_lists_every_object_with_the_version_called_and_its_calls(eng):
+    dialect = db.dialect_dir(eng)
+    _world(eng)
+    if dialect == "postgresql":
+        with db.connect(eng) as conn:
+            database = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+            conn.execute(sa.text(f'ALTER DATABASE "{database}" SET track_functions = \'pl\''))
+        eng.dispose()  # new sessions read the database's setting
+    with db.connect(eng) as conn:
+        db.run(conn, "queue_tis", max_tis=10, job_id=None, now=None).all()
+        if dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+    with db.connect(eng) as conn:
+        collected = db.run(conn, "stats_collection").one().collected
+        rows, note = dba.costs(conn, {"queue_tis": 1})
+    by_name = {r.name: r for r in rows}
+    assert set(by_name) == set(procedures.expected_objects(dialect))
+    assert by_name["queue_tis_v1"].called == "pinned" and by_name["queue_tis_v2"].called == ""
+    assert by_name["claim_tis_v2"].called == "yes" and by_name["claim_tis_v1"].called == ""
+    assert by_name["limit_usage"].kind == "view" and by_name["limit_usage"].called == ""
+    assert all(r.status == "ok" and r.file_checksum and r.db_checksum for r in rows)
+    if dialect == "postgresql":
+        assert collected and note is None
+    if collected:
+        assert by_name["queue_tis_v2"].calls >= 1 and by_name["queue_tis_v2"].mean_ms > 0
+    else:
+        assert note and "performance_schema = OFF" in note and by_name["queue_tis_v2"].calls is None
+
+
+def test_db_explain_shows_each_statement_inside_and_changes_nothing(eng):
+    dialect = db.dialect_dir(eng)
+    _world(eng)
+    result = dba.explain(eng, "queue_tis", {"max_tis": 10}, {})
+    assert result.call == f"queue_tis_v{calls.shipped(dialect)['queue_tis']}"
+    texts = [" ".join(s.text.split()) for s in result.statements]
+    assert any(re.search(r"FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE", t) for t in texts), texts
+    assert any(re.search(r"\bUPDATE\b.*\btask_instance\b", t, re.S) for t in texts), texts
+    if dialect == "postgresql":
+        assert all(s.plan for s in result.statements) and result.total_ms > 0
+        assert any("actual time=" in s.plan for s in result.statements)
+    else:
+        assert result.note.startswith("MariaDB/MySQL cannot show the plan")
+    with db.connect(eng) as conn:  # rolled back: nothing was queued
+        states = conn.execute(sa.text("SELECT DISTINCT state FROM task_instance")).scalars().all()
+    assert states == ["scheduled"]
+    v1 = dba.explain(eng, "queue_tis_v1", {"max_tis": 10}, {})
+    assert v1.call == "queue_tis_v1"
+
+
+@pytest.mark.parametrize("procedure, args, message", [
+    ("nope", {}, "no procedure 'nope' to explain; name one of"),
+    ("queue_tis", {"bogus": 1}, "queue_tis takes no parameter 'bogus'; its parameters: max_tis, job_id, now"),
+    ("claim_tis", {}, "claim_tis needs --arg hostname=VALUE"),
+])
+def test_db_explain_bad_input_is_one_line(module_db_url, procedure, args, message):
+    eng = db.make_engine(module_db_url)
+    try:
+        with pytest.raises(EngineError) as err:
+            dba.explain(eng, procedure, args, {})
+    finally:
+        eng.dispose()
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("max_tis=32", ("max_tis", 32)), ("now=null", ("now", None)), ("queues=[\"a\",\"b\"]", ("queues", ["a", "b"])),
+    ("timeout=1.5", ("timeout", 1.5)), ("hostname=h1", ("hostname", "h1")),
+])
+def test_explain_args(text, parsed):
+    assert dba.parse_arg(text) == parsed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("max_tis", "write NAME=VALUE"), ("Max-tis=1", "is not a parameter name"), ("x=nan", "not a finite number"),
+])
+def test_bad_explain_args(text, message):
+    with pytest.raises(EngineError, match=message):
+        dba.parse_arg(text)
