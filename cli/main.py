@@ -289,8 +289,9 @@ def db_explain(c: Context, procedure, args, slowest, timeout, as_json):
     click.echo(table([(i + 1, f"{s.ms:.3f}", " ".join(s.text.split())[:100]) for i, s in enumerate(result.statements)],
                      ["#", "ms", "statement"]))
     with_plans = [(i, s) for i, s in enumerate(result.statements) if s.plan]
-    if slowest is not None:
-        with_plans = sorted(sorted(with_plans, key=lambda p: -p[1].ms)[:slowest])
+    if slowest is not None:  # of the statements inside (the last one is the call itself)
+        inner = [p for p in with_plans if p[0] < len(result.statements) - 1]
+        with_plans = sorted(sorted(inner, key=lambda p: -p[1].ms)[:slowest])
     for i, s in with_plans:
         click.echo(f"\n#{i + 1} ({s.ms:.3f} ms)\n{s.text}\n{s.plan}")
     if result.note:

@@ -3,6 +3,7 @@ its settings name (default: the newest installed one it can call), and the cost 
 the procedures can be read without auto_explain by hand."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -199,3 +200,21 @@ def test_explain_args(text, parsed):
 def test_bad_explain_args(text, message):
     with pytest.raises(EngineError, match=message):
         dba.parse_arg(text)
+
+
+def test_the_commands_end_to_end(db_url):
+    """`engine db procedures`, `engine db explain` and a bad pin, through the command line."""
+    from tests.test_cli import assert_one_line_error, engine
+    listing = engine(db_url, "db", "procedures", "--json")
+    assert listing.returncode == 0, listing.stderr
+    objects = {o["name"]: o for o in json.loads(listing.stdout)["objects"]}
+    assert objects["queue_tis_v2"]["called"] == "yes" and objects["queue_tis_v1"]["called"] == ""
+    pinned = engine(db_url, "db", "procedures", env={"ENGINE_PROCEDURE_VERSIONS": "queue_tis=1"})
+    assert pinned.returncode == 0 and re.search(r"^queue_tis_v1 .* pinned\b", pinned.stdout, re.M), pinned.stdout
+    explained = engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis=4", "--slowest", "1")
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.startswith("queue_tis_v2: ") and "scheduler_lock" in explained.stdout
+    assert_one_line_error(engine(db_url, "tick", env={"ENGINE_PROCEDURE_VERSIONS": "queue_tis=9"}),
+                          "setting procedure_versions: queue_tis_v9 is not installed by a migration")
+    assert_one_line_error(engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis"),
+                          "--arg 'max_tis': write NAME=VALUE")
