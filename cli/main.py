@@ -35,7 +35,7 @@ class Context:
         database is migrated on first use so a newcomer needs no set-up."""
         if self._eng is None:
             cfg = self.cfg()
-            self._eng = db.make_engine(db.resolve_url(cfg))
+            self._eng = db.make_engine(db.resolve_url(cfg), schema=cfg.schema or None)
             if migrated:
                 try:
                     current = migrate.current(self._eng)
@@ -191,8 +191,9 @@ def db_upgrade(c: Context):
     """Migrate to the latest revision and repair drifted or missing procedures
     (on MySQL/MariaDB, create the database first when the server does not have it)."""
     eng = c.engine(migrated=False)
-    if db.ensure_database(eng):
-        click.echo(f"created database {eng.url.database}")
+    created = db.ensure_database(eng)
+    if created:
+        click.echo(f"created {created}")
     repaired = migrate.upgrade(eng)
     click.echo(f"database at revision {migrate.current(eng)}" + (f"; reinstalled {', '.join(repaired)}" if repaired else ""))
 
@@ -630,8 +631,9 @@ def demo(c: Context, timeout, database_url):
     if database_url:
         c.cfg(database_url=database_url)
     eng = c.engine(migrated=False)
-    if db.ensure_database(eng):
-        click.echo(f"created database {eng.url.database}", err=True)
+    created = db.ensure_database(eng)
+    if created:
+        click.echo(f"created {created}", err=True)
     try:
         current = migrate.current(eng)
     except sa.exc.OperationalError as exc:

@@ -7,7 +7,7 @@ from alembic.util.exc import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from engine import procedures
+from engine import db, procedures
 from engine.errors import EngineError
 from engine.paths import MIGRATIONS_DIR
 
@@ -42,6 +42,8 @@ def _alembic(fn, conn, revision: str) -> None:
 
 def upgrade(eng, revision: str = "head") -> list[str]:
     """Migrate to ``revision`` and reinstall drifted or missing objects. Returns repaired names."""
+    if eng.dialect.name == "postgresql":
+        db.ensure_database(eng)  # the schema of setting `schema` (MySQL: `engine db upgrade` creates the database)
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.upgrade, conn, revision)

@@ -218,3 +218,73 @@ def test_the_commands_end_to_end(db_url):
                           "setting procedure_versions: queue_tis_v9 is not installed by a migration")
     assert_one_line_error(engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis"),
                           "--arg 'max_tis': write NAME=VALUE")
+
+
+# ---- several deployments on one server ------------------------------------------------------
+
+def test_two_deployments_share_a_server_without_seeing_each_other(db_url, cfg, tmp_path):
+    """Setting schema (ENGINE_SCHEMA): a PostgreSQL schema each (MySQL: a database each) with
+    its own tables, lock rows, procedures and views. The same DAG id in both is two DAGs; a
+    lock held by one deployment's scheduler does not make the other's busy."""
+    from engine import migrate
+    from tests.helpers import drive, sync_source, tick, trigger
+    dialect = "mysql" if db.is_mysql_url(db_url) else "postgresql"
+    base = sa.engine.make_url(db_url).database
+    names = {"a": f"{base}_a" if dialect == "mysql" else "dep_a", "b": f"{base}_b" if dialect == "mysql" else "dep_b"}
+    engines = {k: db.make_engine(db_url, schema=name) for k, name in names.items()}
+    try:
+        for k, e in engines.items():
+            db.ensure_database(e)
+            migrate.upgrade(e)
+        sync_source(engines["a"], tmp_path / "a", """
+            with DAG("shared", schedule=None):
+                BashTask("t", bash_command="true")
+        """)
+        sync_source(engines["b"], tmp_path / "b", """
+            with DAG("shared", schedule=None):
+                BashTask("u", bash_command="true")
+            with DAG("only_b", schedule=None):
+                BashTask("v", bash_command="true")
+        """)
+        for e in engines.values():
+            trigger(e, "shared")
+
+        with engines["a"].connect() as holder:  # a's scheduler is inside queue_tis
+            holder.execute(sa.text("SELECT name FROM scheduler_lock WHERE name = 'queue_tis' FOR UPDATE")).all()
+            assert "queue_tis" not in tick(engines["b"], cfg)["busy"]
+            assert "queue_tis" in tick(engines["a"], cfg)["busy"]
+            holder.rollback()
+
+        for e in engines.values():
+            drive(e, cfg)
+        seen = {}
+        for k, e in engines.items():
+            with db.connect(e) as conn:
+                seen[k] = (sorted(conn.execute(sa.text("SELECT dag_id FROM dag")).scalars()),
+                           sorted(conn.execute(sa.text("SELECT task_id || '' FROM task_instance" if dialect == "postgresql"
+                                                       else "SELECT task_id FROM task_instance")).scalars()),
+                           conn.execute(sa.text("SELECT state FROM dag_run")).scalars().all())
+                assert [f for f in procedures.check(conn) if f.status != "ok"] == []
+        assert seen == {"a": (["shared"], ["t"], ["success"]), "b": (["only_b", "shared"], ["u"], ["success"])}
+        if dialect == "postgresql":  # the database's default schema saw nothing of either
+            plain = db.make_engine(db_url)
+            with db.connect(plain) as conn:
+                assert conn.execute(sa.text("SELECT count(*) FROM public.dag")).scalar_one() == 0
+            plain.dispose()
+    finally:
+        for e in engines.values():
+            e.dispose()
+        if dialect == "mysql":
+            admin = db.make_engine(db_url)
+            with admin.begin() as conn:
+                for name in names.values():
+                    conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+            admin.dispose()
+
+
+def test_a_bad_schema_name_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENGINE_SCHEMA", "prod; DROP TABLE dag")
+    with pytest.raises(EngineError, match=r"^setting schema from ENGINE_SCHEMA: 'prod; DROP TABLE dag' is not a "
+                                          r"schema name; use lower-case letters"):
+        load_config()
