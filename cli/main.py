@@ -299,6 +299,30 @@ def db_explain(c: Context, procedure, args, slowest, timeout, as_json):
         click.echo(result.note, err=True)
 
 
+@db_group.command("roles")
+@click.option("--apply", "apply_", is_flag=True, help="run the statements (default: print them)")
+@click.option("--prefix", default=None, help="role names PREFIX_scheduler, _worker, _triggerer, _reader "
+              "(default: the setting schema, else engine)")
+@pass_ctx
+@handle_errors
+def db_roles(c: Context, apply_, prefix):
+    """Least privilege: a role per kind of service (scheduler, worker, triggerer, reader); workers
+    and triggerers may only EXECUTE the procedures they call. Prints the SQL, or runs it with
+    --apply (as the schema owner); `db upgrade` applies it again while the roles exist."""
+    from engine import roles
+    eng = c.engine()
+    prefix = roles.check_prefix(prefix) if prefix else roles.default_prefix(eng)
+    with db.connect(eng) as conn:
+        done = roles.apply(conn, prefix) if apply_ else roles.statements(conn, prefix)
+    for stmt in done:
+        click.echo(stmt + ";")
+    if apply_:
+        names = roles.names(prefix)
+        click.echo(f"granted {', '.join(names.values())}; give each login user one, e.g. GRANT {names['worker']} "
+                   f"TO alice" + (f" (MariaDB: and SET DEFAULT ROLE {names['worker']} FOR alice)"
+                                  if eng.dialect.name != "postgresql" else ""), err=True)
+
+
 # ---- dags -----------------------------------------------------------------------------------
 @main.group()
 def dags():

@@ -140,7 +140,7 @@ def make_engine(url: str, schema: str | None = None) -> Engine:
         raise EngineError(f"database URL {url!r}: dialect {eng.dialect.name} is not supported; use PostgreSQL or MySQL/MariaDB")
     if eng.dialect.name != "postgresql" and eng.dialect.driver != "pymysql":
         raise EngineError(f"database URL {url!r}: driver {eng.dialect.driver} is not supported; use mysql+pymysql://")
-    return eng.execution_options(engine_schema=schema) if schema and eng.dialect.name == "postgresql" else eng
+    return eng.execution_options(engine_schema=schema) if schema else eng
 
 
 def dialect_dir(eng_or_conn) -> str:
@@ -225,7 +225,7 @@ def describe_connect_error(url: str, exc: Exception) -> EngineError:
 
 
 def engine_schema(eng) -> str | None:
-    """The PostgreSQL schema `eng` was made for (make_engine's `schema`), or None."""
+    """The schema (MySQL: database) `eng` was made for (make_engine's `schema`), or None."""
     return eng.get_execution_options().get("engine_schema")
 
 

@@ -7,7 +7,7 @@ from alembic.util.exc import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from engine import db, procedures
+from engine import db, procedures, roles
 from engine.errors import EngineError
 from engine.paths import MIGRATIONS_DIR
 
@@ -51,6 +51,7 @@ def upgrade(eng, revision: str = "head") -> list[str]:
     if revision == "head":
         with eng.begin() as conn:
             repaired = procedures.repair(conn)
+        roles.reapply(eng)  # reinstalled and new procedures get their grants back
     return repaired
 
 

@@ -68,7 +68,12 @@ def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
         else:
             # With a hand-made overload beside it (check() reports it), the oldest definition
             # is the one a migration installed (CREATE OR REPLACE keeps its oid).
-            sql = ("SELECT md5(pg_get_functiondef(p.oid)) FROM pg_proc p WHERE p.proname = :n "
+            # Without the lines `engine db roles` adds (SECURITY DEFINER, a pinned search_path):
+            # granting rights is not a change of the definition.
+            # (pg_get_functiondef prints it alone on a line, or after STABLE on the same one.)
+            sql = ("SELECT md5(regexp_replace(regexp_replace(pg_get_functiondef(p.oid), "
+                   "'^ (SECURITY DEFINER|SET search_path TO .*)\\n', '', 'gn'), "
+                   "'^( [A-Z][A-Z ]*) SECURITY DEFINER$', '\\1', 'gn')) FROM pg_proc p WHERE p.proname = :n "
                    "AND p.pronamespace = current_schema()::regnamespace ORDER BY p.oid LIMIT 1")
     elif kind == "view":
         sql = ("SELECT md5(view_definition) FROM information_schema.views "

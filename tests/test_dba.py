@@ -288,3 +288,132 @@ def test_a_bad_schema_name_is_one_line(monkeypatch, tmp_path):
     with pytest.raises(EngineError, match=r"^setting schema from ENGINE_SCHEMA: 'prod; DROP TABLE dag' is not a "
                                           r"schema name; use lower-case letters"):
         load_config()
+
+
+# ---- least privilege -----------------------------------------------------------------------
+
+def _denied(eng, text: str, **params) -> bool:
+    try:
+        with db.connect(eng) as conn:
+            conn.execute(sa.text(text), params).all() if text.lstrip().upper().startswith(("SELECT", "CALL")) \
+                else conn.execute(sa.text(text), params)
+    except sa.exc.DBAPIError as exc:
+        message = db.error_message(exc).lower()
+        assert "denied" in message or "permission" in message, message
+        return True
+    return False
+
+
+def test_each_role_can_do_its_job_and_nothing_more(db_url, cfg, tmp_path):
+    """engine db roles --apply, then a login user per role: the scheduler schedules, the worker
+    claims and finishes through its procedures only (no UPDATE of task_instance, no reading of
+    dag_run conf, no queue_tis), the triggerer likewise, the reader sees the views only. A
+    procedure reinstalled by `engine db upgrade` gets its grants back."""
+    import os
+
+    from engine import migrate, roles
+    from engine.jobs import Job
+    from tests.helpers import sync_source, trigger
+    dialect = "mysql" if db.is_mysql_url(db_url) else "postgresql"
+    schema = sa.engine.make_url(db_url).database if dialect == "mysql" else f"roles_{os.getpid()}"
+    owner = db.make_engine(db_url, schema=schema)
+    prefix = roles.default_prefix(owner)
+    users = {kind: f"u_{prefix}_{kind}"[:60] for kind in ("scheduler", "worker", "triggerer", "reader")}
+    engines = {}
+    try:
+        migrate.upgrade(owner)
+        sync_source(owner, tmp_path, """
+            with DAG("d", schedule=None):
+                BashTask("t", bash_command="true")
+        """)
+        trigger(owner, "d")
+        with db.connect(owner) as conn:
+            roles.apply(conn, prefix)
+            for kind, user in users.items():
+                if dialect == "postgresql":
+                    conn.exec_driver_sql(f"CREATE ROLE {user} LOGIN PASSWORD 'pw' IN ROLE {prefix}_{kind}")
+                else:
+                    conn.exec_driver_sql(f"CREATE USER '{user}'@'%%' IDENTIFIED BY 'pw'")
+                    conn.exec_driver_sql(f"GRANT {prefix}_{kind} TO '{user}'@'%%'")
+                    conn.exec_driver_sql(f"SET DEFAULT ROLE {prefix}_{kind} FOR '{user}'@'%%'")
+        url = sa.engine.make_url(db_url)
+        engines = {kind: db.make_engine(url.set(username=user, password="pw").render_as_string(hide_password=False),
+                                        schema=schema) for kind, user in users.items()}
+        with db.connect(owner) as conn:
+            assert [f for f in procedures.check(conn) if f.status != "ok"] == []  # grants are not drift
+
+        assert Scheduler(engines["scheduler"], cfg).run_once()["tis_queued"] == 1
+        worker = engines["worker"]
+        assert migrate.current(worker) == migrate.head()
+        assert calls.calling(calls.pin(worker))["claim_tis"] == calls.shipped(dialect)["claim_tis"]
+        job = Job(worker, "worker")
+        job.register()
+        with db.connect(worker) as conn:
+            (ti,) = db.run(conn, "claim_tis", job_id=job.id, hostname="h", queues=["default"], limit=5,
+                           log_dir=str(tmp_path), now=None).all()
+        assert job.heartbeat()
+        with db.connect(worker) as conn:
+            assert db.run(conn, "pending_work", queues=["default"]).scalar_one() == 1
+            assert db.run(conn, "finish_ti", ti_id=ti.ti_id, try_number=ti.try_number, exit_code=0, timed_out=False,
+                          reason=None, now=None).scalar() == "success"
+        job.finish()
+        assert _denied(worker, "UPDATE task_instance SET state = 'failed'")
+        assert _denied(worker, "SELECT conf FROM dag_run")
+        assert _denied(worker, "SELECT * FROM pending_reasons")
+        assert _denied(worker, calls_queue_tis(dialect))
+
+        triggerer = engines["triggerer"]
+        tjob = Job(triggerer, "triggerer")
+        tjob.register()
+        with db.connect(triggerer) as conn:
+            assert db.run(conn, "claim_triggers", job_id=tjob.id, limit=10, threshold=60, now=None).all() == []
+            assert db.run(conn, "owned_triggers", job_id=tjob.id).all() == []
+            db.run(conn, "release_triggers", job_id=tjob.id)
+        assert _denied(triggerer, "SELECT * FROM task_instance")
+        assert _denied(triggerer, calls_queue_tis(dialect))
+
+        reader = engines["reader"]
+        with db.connect(reader) as conn:
+            assert conn.execute(sa.text("SELECT * FROM pool_usage")).all()
+            conn.execute(sa.text("SELECT * FROM pending_reasons")).all()
+        assert _denied(reader, "SELECT * FROM task_instance")
+        assert _denied(reader, "UPDATE pool SET slots = 1")
+
+        Scheduler(engines["scheduler"], cfg).run_once()
+        with db.connect(owner) as conn:
+            assert conn.execute(sa.text("SELECT state FROM dag_run")).scalars().all() == ["success"]
+            conn.execute(sa.text("DROP FUNCTION heartbeat_v1"))
+        migrate.upgrade(owner)  # reinstalls heartbeat_v1, and grants it again
+        job = Job(worker, "worker")
+        job.register()
+        assert job.heartbeat()
+    finally:
+        for e in engines.values():
+            e.dispose()
+        if dialect == "postgresql":  # the users' sessions end (and drop their temp tables) first
+            import time
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with db.connect(owner) as conn:
+                    if not conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE usename = ANY (:u)"),
+                                        {"u": list(users.values())}).first():
+                        break
+                time.sleep(0.05)
+        with db.connect(owner) as conn:
+            for kind, user in users.items():
+                if dialect == "postgresql":
+                    conn.exec_driver_sql(f"DROP OWNED BY {user}")
+                    conn.exec_driver_sql(f"DROP ROLE IF EXISTS {user}")
+                else:
+                    conn.exec_driver_sql(f"DROP USER IF EXISTS '{user}'@'%%'")
+            for role in roles.names(prefix).values():
+                if dialect == "postgresql":
+                    conn.exec_driver_sql(f"DROP OWNED BY {role}")
+                    conn.exec_driver_sql(f"DROP ROLE IF EXISTS {role}")
+                else:
+                    conn.exec_driver_sql(f"DROP ROLE IF EXISTS {role}")
+        owner.dispose()
+
+
+def calls_queue_tis(dialect: str) -> str:
+    return "SELECT * FROM queue_tis_v2(1, NULL, NULL)" if dialect == "postgresql" else "CALL queue_tis_v2(1, NULL, NULL, 2)"
