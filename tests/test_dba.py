@@ -417,3 +417,31 @@ def test_each_role_can_do_its_job_and_nothing_more(db_url, cfg, tmp_path):
 
 def calls_queue_tis(dialect: str) -> str:
     return "SELECT * FROM queue_tis_v2(1, NULL, NULL)" if dialect == "postgresql" else "CALL queue_tis_v2(1, NULL, NULL, 2)"
+
+
+def test_sql_lint_has_the_mysql_server_parse_the_mysql_files(mysql_server, tmp_path):
+    """With a server, a MySQL routine body that does not parse, a view on a missing table and a
+    named statement naming a missing column are each one `file:line: message`; the shipped
+    files pass; the scratch database is gone afterwards."""
+    from engine.lint import lint
+    from engine.paths import SQL_DIR
+    url = mysql_server.url.render_as_string(hide_password=False)
+    folder = tmp_path / "mysql"
+    (folder / "queries").mkdir(parents=True)
+    body = (SQL_DIR / "mysql" / "heartbeat_v1.sql").read_text()
+    (folder / "heartbeat_v1.sql").write_text(body.replace("UPDATE job SET latest_heartbeat", "UPDAT job SET latest_heartbeat"))
+    view = (SQL_DIR / "mysql" / "pool_usage.sql").read_text()
+    (folder / "pool_usage.sql").write_text(view.replace("FROM", "FROM no_such_table,", 1))
+    (folder / "queries" / "pools_list.sql").write_text("SELECT nope_col FROM pool WHERE name = :name\n")
+    _, problems = lint(tmp_path, url)
+    found = {(p.path.name, p.line): p.message for p in problems}
+    line = next(i for i, t in enumerate(body.splitlines(), 1) if "UPDATE job SET latest_heartbeat" in t)
+    assert set(found) == {("heartbeat_v1.sql", line), ("pool_usage.sql", 1), ("pools_list.sql", 1)}, found
+    assert "error in your SQL syntax" in found[("heartbeat_v1.sql", line)]
+    assert "no_such_table' doesn't exist" in found[("pool_usage.sql", 1)]
+    assert "Unknown column 'nope_col'" in found[("pools_list.sql", 1)]
+    assert all("\n" not in m for m in found.values())
+    assert lint(SQL_DIR / "mysql", url)[1] == []
+    with mysql_server.admin.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM information_schema.schemata "
+                                    "WHERE schema_name LIKE 'engine_lint_%'")).scalar_one() == 0
