@@ -189,6 +189,7 @@ def _v1_procedures_work(eng) -> None:
         for name in CHANGED_BY_0003:  # the text before 0003, not the current file
             assert recorded[name] == procedures.file_checksum(procedures.text_at(dialect, name, "0002")), name
             assert recorded[name] != procedures.file_checksum(procedures.object_file(dialect, name).read_text()), name
+        assert set(procedures.routine_counts(conn).values()) == {1}  # no overload left beside a restored one
         conn.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES ('p0002', 1, false)"))
         conn.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_runs) VALUES ('d0002', '/d.py', 1)"))
         conn.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, bash_command, pool, priority_weight, queue) "
