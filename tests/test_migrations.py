@@ -162,74 +162,83 @@ CHANGED_BY_0003 = ["limit_usage", "queue_tis_v1", "claim_tis_v1", "create_dag_ru
 CLAIM_COLUMNS_0002 = ["ti_id", "dag_id", "run_id", "task_id", "map_index", "try_number", "kind", "bash_command",
                       "env", "python_callable", "op_kwargs", "map_args", "execution_timeout", "fileloc",
                       "log_path", "conf"]
+CLAIM_COLUMNS_0003 = CLAIM_COLUMNS_0002 + ["next_method", "next_kwargs", "event"]
 
 
-def _v1_calls(dialect: str) -> dict:
+def _v1_calls(dialect: str, queue: str) -> dict:
     if dialect == "postgresql":
         return {"create_dag_runs": "SELECT * FROM create_dag_runs_v1(:now)",
                 "schedule_tis": "SELECT * FROM schedule_tis_v1(:now)",
                 "queue_tis": "SELECT * FROM queue_tis_v1(10, NULL, :now)",
-                "claim_tis": "SELECT * FROM claim_tis_v1(NULL, 'h', ARRAY['q0002'], 10, '/logs', :now)"}
+                "claim_tis": f"SELECT * FROM claim_tis_v1(NULL, 'h', ARRAY['{queue}'], 10, '/logs', :now)"}
     return {"create_dag_runs": "CALL create_dag_runs_v1(:now, 16)",
             "schedule_tis": "CALL schedule_tis_v1(:now, 100)",
             "queue_tis": "CALL queue_tis_v1(10, NULL, :now, 2)",
-            "claim_tis": "CALL claim_tis_v1(NULL, 'h', '[\"q0002\"]', 10, '/logs', :now)"}
+            "claim_tis": f"CALL claim_tis_v1(NULL, 'h', '[\"{queue}\"]', 10, '/logs', :now)"}
 
 
-def _v1_procedures_work(eng) -> None:
-    """At revision 0002, with plain SQL rows: create_dag_runs_v1 starts one of two queued runs
-    (max_active_runs 1), queue_tis_v1 queues one of the run's two TIs (pool of 1 slot, the higher
-    priority first), claim_tis_v1 starts its first try with 0002's result columns."""
+def _v1_procedures_work(eng, rev: str) -> None:
+    """At revision `rev`, with plain SQL rows: create_dag_runs_v1 starts one of two queued runs
+    (max_active_runs 1), schedule_tis_v1 schedules the run's two TIs, queue_tis_v1 queues one
+    (pool of 1 slot, the higher priority first, then nothing: the pool is full), claim_tis_v1
+    starts its first try with the result columns of `rev`. The rows are deleted afterwards."""
     now = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
     dialect = "postgresql" if eng.dialect.name == "postgresql" else "mysql"
-    call = _v1_calls(dialect)
-    assert migrate.current(eng) == "0002"
+    dag, pool, queue = f"d{rev}", f"p{rev}", f"q{rev}"
+    call = _v1_calls(dialect, queue)
+    assert migrate.current(eng) == rev
     with eng.begin() as conn:
         recorded = dict(conn.execute(sa.text("SELECT name, file_checksum FROM procedure_version")).all())
-        for name in CHANGED_BY_0003:  # the text before 0003, not the current file
-            assert recorded[name] == procedures.file_checksum(procedures.text_at(dialect, name, "0002")), name
-            assert recorded[name] != procedures.file_checksum(procedures.object_file(dialect, name).read_text()), name
+        for name in CHANGED_BY_0003:  # the text `rev` knew; below 0003 not the current file's
+            assert recorded[name] == procedures.file_checksum(procedures.text_at(dialect, name, rev)), name
+            if rev < "0003":
+                assert recorded[name] != procedures.file_checksum(procedures.object_file(dialect, name).read_text())
         assert set(procedures.routine_counts(conn).values()) == {1}  # no overload left beside a restored one
-        conn.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES ('p0002', 1, false)"))
-        conn.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_runs) VALUES ('d0002', '/d.py', 1)"))
+        p = {"dag": dag, "pool": pool, "queue": queue, "now": now}
+        conn.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:pool, 1, false)"), p)
+        conn.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_runs) VALUES (:dag, '/d.py', 1)"), p)
         conn.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, bash_command, pool, priority_weight, queue) "
-                             "VALUES ('d0002', 'low', 'bash', 'true', 'p0002', 1, 'q0002'), "
-                             "       ('d0002', 'high', 'bash', 'true', 'p0002', 5, 'q0002')"))
+                             "VALUES (:dag, 'low', 'bash', 'true', :pool, 1, :queue), "
+                             "       (:dag, 'high', 'bash', 'true', :pool, 5, :queue)"), p)
         for run_id in ("r1", "r2"):
             conn.execute(sa.text("INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, conf, created_at) "
-                                 "VALUES ('d0002', :r, 'manual', 'queued', :now, '{}', :now)"), {"r": run_id, "now": now})
+                                 "VALUES (:dag, :r, 'manual', 'queued', :now, '{}', :now)"), {**p, "r": run_id})
     with eng.begin() as conn:
         assert list(conn.execute(sa.text(call["create_dag_runs"]), {"now": now}).one()) == [0, 1]
     with eng.begin() as conn:
         assert conn.execute(sa.text(call["schedule_tis"]), {"now": now}).one().tis_scheduled == 2
     with eng.begin() as conn:
         queued = conn.execute(sa.text(call["queue_tis"]), {"now": now}).all()
-    assert [(r.run_id, r.task_id) for r in queued] == [("r1", "high")]
+    assert [(r.dag_id, r.run_id, r.task_id) for r in queued] == [(dag, "r1", "high")]
     with eng.begin() as conn:
         assert conn.execute(sa.text(call["queue_tis"]), {"now": now}).all() == []  # the pool is full
         usage = conn.execute(sa.text("SELECT used, free FROM limit_usage WHERE kind = 'pool' AND "
-                                     + ("key" if dialect == "postgresql" else "`key`") + " = 'p0002'")).one()
+                                     + ("key" if dialect == "postgresql" else "`key`") + " = :pool"), p).one()
         assert tuple(usage) == (1, 0)
     with eng.begin() as conn:
         claimed = conn.execute(sa.text(call["claim_tis"]), {"now": now})
-        assert list(claimed.keys()) == CLAIM_COLUMNS_0002
+        assert list(claimed.keys()) == (CLAIM_COLUMNS_0002 if rev < "0003" else CLAIM_COLUMNS_0003)
         rows = claimed.all()
     assert [(r.ti_id, r.try_number, r.log_path) for r in rows] == [
-        (queued[0].ti_id, 1, "/logs/dag_id=d0002/run_id=r1/task_id=high/attempt=1.log")]
+        (queued[0].ti_id, 1, f"/logs/dag_id={dag}/run_id=r1/task_id=high/attempt=1.log")]
     with eng.begin() as conn:
         states = conn.execute(sa.text("SELECT r.run_id, r.state, ti.task_id, ti.state AS ti_state FROM dag_run r "
-                                      "LEFT JOIN task_instance ti ON ti.dag_run_id = r.id "
-                                      "ORDER BY r.run_id, ti.task_id")).all()
-    assert [tuple(s) for s in states] == [("r1", "running", "high", "running"), ("r1", "running", "low", "scheduled"),
-                                          ("r2", "queued", None, None)]
+                                      "LEFT JOIN task_instance ti ON ti.dag_run_id = r.id WHERE r.dag_id = :dag "
+                                      "ORDER BY r.run_id, ti.task_id"), p).all()
+        assert [tuple(s) for s in states] == [("r1", "running", "high", "running"),
+                                              ("r1", "running", "low", "scheduled"), ("r2", "queued", None, None)]
+        conn.execute(sa.text("DELETE FROM dag WHERE dag_id = :dag"), p)  # its tasks, runs and TIs with it
+        conn.execute(sa.text("DELETE FROM pool WHERE name = :pool"), p)
 
 
-def test_procedures_restored_at_0002_work(eng):
-    """Downgrading head -> 0002 one step at a time, and upgrading base -> 0002, leave working
-    queue_tis_v1, claim_tis_v1, create_dag_runs_v1 and limit_usage (their text of before 0003,
-    which reads no table or column that 0003 adds)."""
-    migrate.downgrade(eng, "0002")  # through 0003's downgrade
-    _v1_procedures_work(eng)
+def test_v1_procedures_work_at_every_revision_below_head(eng):
+    """Down from head one revision at a time to 0002, and up from base to 0002, the procedures
+    that 0003 changed in place work at each revision: below 0003 with their text of before 0003
+    (which reads no table or column that 0003 adds), restored by 0003's downgrade."""
+    for rev in ("0003", "0002"):
+        migrate.downgrade(eng, rev)
+        _v1_procedures_work(eng, rev)
     migrate.downgrade(eng, "base")
-    migrate.upgrade(eng, "0002")
-    _v1_procedures_work(eng)
+    for rev in ("0001", "0002"):
+        migrate.upgrade(eng, rev)
+        _v1_procedures_work(eng, rev)
