@@ -242,3 +242,17 @@ def test_v1_procedures_work_at_every_revision_below_head(eng):
     for rev in ("0001", "0002"):
         migrate.upgrade(eng, rev)
         _v1_procedures_work(eng, rev)
+
+
+@pytest.mark.parametrize("dialect_dir", ["postgresql", "mysql"])
+def test_text_at_follows_the_chain_of_previous_copies(dialect_dir):
+    """limit_usage was changed in place by 0003 and again by 0004: each revision gets the text
+    it knew, from the first previous/<later revision>/ copy, else the current file (claim_tis_v1
+    from 0003 on: _v1 functions are never changed in place after 0003)."""
+    folder = SQL_DIR / dialect_dir
+    for rev, path in [("0001", folder / "previous/0003/limit_usage.sql"),
+                      ("0002", folder / "previous/0003/limit_usage.sql"),
+                      ("0003", folder / "previous/0004/limit_usage.sql")]:
+        assert procedures.text_at(dialect_dir, "limit_usage", rev) == path.read_text(), rev
+    assert procedures.text_at(dialect_dir, "claim_tis_v1", "0002") == (folder / "previous/0003/claim_tis_v1.sql").read_text()
+    assert procedures.text_at(dialect_dir, "claim_tis_v1", "0003") == (folder / "claim_tis_v1.sql").read_text()
