@@ -130,7 +130,22 @@ def text_at(dialect: str, name: str, revision: str) -> str:
     return object_file(dialect, name).read_text()
 
 
-def install_one(conn, name: str, revision: str, text: str | None = None) -> None:
+def _input_signature(text: str) -> str:
+    """PostgreSQL: the argument types that identify the function a file defines, as DROP
+    FUNCTION takes them (IN, INOUT and VARIADIC parameters; OUT and TABLE columns do not count)."""
+    import pglast
+    from pglast.stream import RawStream
+
+    stmt = pglast.parse_sql(text)[0].stmt
+    return ", ".join(RawStream()(p.argType) for p in stmt.parameters or ()
+                     if str(getattr(p.mode, "value", p.mode)) in ("i", "b", "v", "d"))
+
+
+def install_one(conn, name: str, revision: str, text: str | None = None, redefine: bool = False) -> None:
+    """Install `text` (default: the current file) as `name` and record it for `revision`.
+    `redefine` (a downgrade putting back an older text): on PostgreSQL, a function that
+    CREATE OR REPLACE cannot replace (another result type, as claim_tis_v1 before revision 0003,
+    or renamed parameters: SQLSTATE 42P13) is dropped, by its argument types, and created."""
     dialect = dialect_of(conn)
     text = object_file(dialect, name).read_text() if text is None else text
     kind = object_kind(dialect, name, text)
@@ -150,6 +165,15 @@ def install_one(conn, name: str, revision: str, text: str | None = None) -> None
                 _execute_script(conn, replace)
         except sa.exc.DBAPIError:
             conn.execute(sa.text(_drop_sql(kind, name) + " CASCADE"))
+            _execute_script(conn, text)
+    elif redefine and dialect == "postgresql":
+        try:
+            with conn.begin_nested():
+                _execute_script(conn, text)
+        except sa.exc.DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", getattr(exc.orig, "pgcode", None)) != "42P13":  # invalid_function_definition
+                raise
+            conn.execute(sa.text(f"DROP FUNCTION {name}({_input_signature(text)})"))
             _execute_script(conn, text)
     else:
         try:
@@ -183,7 +207,7 @@ def restore(op, names: list[str], revision: str, down_revision: str) -> None:
     conn = op.get_bind()
     dialect = dialect_of(conn)
     for name in names:
-        install_one(conn, name, down_revision, text_at(dialect, name, down_revision))
+        install_one(conn, name, down_revision, text_at(dialect, name, down_revision), redefine=True)
     # Replacing a view whose columns shrank drops its dependents (PostgreSQL, CASCADE): put
     # back every other recorded object that went missing, from its file (unchanged by revision).
     recorded = conn.execute(sa.text("SELECT name, kind, revision FROM procedure_version")).all()
