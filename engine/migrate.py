@@ -62,6 +62,8 @@ def downgrade(eng, revision: str) -> None:
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.downgrade, conn, revision)
+    if revision != "base":
+        roles.reapply(eng)  # a restored procedure is a new definition without grants
 
 
 def current(eng) -> str | None:
