@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import sqlalchemy as sa
 
-from engine import db, migrate, procedures, validate
+from engine import calls, db, migrate, procedures, validate
 from engine.config import load_config
 from engine.errors import EngineError
 
@@ -35,7 +35,7 @@ class Context:
         database is migrated on first use so a newcomer needs no set-up."""
         if self._eng is None:
             cfg = self.cfg()
-            self._eng = db.make_engine(db.resolve_url(cfg))
+            self._eng = db.make_engine(db.resolve_url(cfg), schema=cfg.schema or None)
             if migrated:
                 try:
                     current = migrate.current(self._eng)
@@ -48,6 +48,8 @@ class Context:
                     else:
                         raise EngineError(f"database schema is at {current or 'nothing'}, not {migrate.head()}; "
                                           f"run `engine db upgrade`")
+                # The versions of the procedures this service calls (setting procedure_versions).
+                self._eng = calls.pin(self._eng, cfg.procedure_versions)
         return self._eng
 
     def close(self) -> None:
@@ -189,8 +191,9 @@ def db_upgrade(c: Context):
     """Migrate to the latest revision and repair drifted or missing procedures
     (on MySQL/MariaDB, create the database first when the server does not have it)."""
     eng = c.engine(migrated=False)
-    if db.ensure_database(eng):
-        click.echo(f"created database {eng.url.database}")
+    created = db.ensure_database(eng)
+    if created:
+        click.echo(f"created {created}")
     repaired = migrate.upgrade(eng)
     click.echo(f"database at revision {migrate.current(eng)}" + (f"; reinstalled {', '.join(repaired)}" if repaired else ""))
 
@@ -226,9 +229,98 @@ def db_check(c: Context):
         findings = procedures.check(conn)
     click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))
     bad = [f for f in findings if f.status != "ok"]
+    files = [f for f in bad if f.status in ("changed-released", "deleted-released")]
+    if files:
+        click.echo(f"{len(files)} released file(s) changed; restore them: a change is a new _vN file and revision",
+                   err=True)
+    if len(bad) > len(files):
+        click.echo(f"{len(bad) - len(files)} object(s) not as the sql/ files describe; run `engine db upgrade` to "
+                   f"repair", err=True)
     if bad:
-        click.echo(f"{len(bad)} object(s) not as the sql/ files describe; run `engine db upgrade` to repair", err=True)
         sys.exit(1)
+
+
+@db_group.command("procedures")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@pass_ctx
+@handle_errors
+def db_procedures(c: Context, as_json):
+    """Each procedure and view: version, revision, checksums, which version this service calls
+    (setting procedure_versions), and calls / total / mean time as the server counts them."""
+    from engine import calls, dba
+    eng = c.engine()
+    with db.connect(eng) as conn:
+        rows, note = dba.costs(conn, calls.parse_pins(c.cfg().procedure_versions))
+    if as_json:
+        click.echo(json.dumps({"note": note, "objects": [{**r.__dict__, "mean_ms": r.mean_ms} for r in rows]},
+                              indent=2))
+        return
+    ms = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
+    click.echo(table([(r.name, r.kind, r.revision or "", r.status, (r.file_checksum or "")[:8],
+                       (r.db_checksum or "")[:8], r.called, "" if r.calls is None else r.calls,
+                       ms(r.total_ms), ms(r.mean_ms)) for r in rows],
+                     ["object", "kind", "revision", "status", "file", "database", "called", "calls", "total ms",
+                      "mean ms"]))
+    if note:
+        click.echo(note, err=True)
+
+
+@db_group.command("explain")
+@click.argument("procedure")
+@click.option("--arg", "args", multiple=True, metavar="NAME=VALUE", help="a parameter of the call (repeatable)")
+@click.option("--slowest", type=click.IntRange(0, 1000), default=None,
+              help="print the plans of only the N slowest statements")
+@click.option("--timeout", type=Seconds(3600), default=60.0, show_default=True, help="seconds the call may run")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@pass_ctx
+@handle_errors
+def db_explain(c: Context, procedure, args, slowest, timeout, as_json):
+    """Call PROCEDURE (e.g. queue_tis, or queue_tis_v1 for that version) in a transaction that is
+    rolled back, and print the time and plan of every statement it runs."""
+    from engine import calls, dba
+    cfg = c.cfg()
+    given = dict(dba.parse_arg(a) for a in args)
+    defaults = {"max_tis": cfg.max_tis, "batch": cfg.schedule_batch}
+    result = dba.explain(c.engine(), procedure, given, defaults, calls.parse_pins(cfg.procedure_versions), timeout)
+    if as_json:
+        click.echo(dba.as_json(result))
+        return
+    click.echo(f"{result.call}: {len(result.statements)} statement(s)"
+               + (f", {result.total_ms:.3f} ms" if result.total_ms is not None else ""))
+    click.echo(table([(i + 1, f"{s.ms:.3f}", " ".join(s.text.split())[:100]) for i, s in enumerate(result.statements)],
+                     ["#", "ms", "statement"]))
+    with_plans = [(i, s) for i, s in enumerate(result.statements) if s.plan]
+    if slowest is not None:  # of the statements inside (the last one is the call itself)
+        inner = [p for p in with_plans if p[0] < len(result.statements) - 1]
+        with_plans = sorted(sorted(inner, key=lambda p: -p[1].ms)[:slowest])
+    for i, s in with_plans:
+        click.echo(f"\n#{i + 1} ({s.ms:.3f} ms)\n{s.text}\n{s.plan}")
+    if result.note:
+        click.echo(result.note, err=True)
+
+
+@db_group.command("roles")
+@click.option("--apply", "apply_", is_flag=True, help="run the statements (default: print them)")
+@click.option("--prefix", default=None, help="role names PREFIX_scheduler, _worker, _triggerer, _reader "
+              "(default: the setting schema, else engine)")
+@pass_ctx
+@handle_errors
+def db_roles(c: Context, apply_, prefix):
+    """Least privilege: a role per kind of service (scheduler, worker, triggerer, reader); workers
+    and triggerers may only EXECUTE the procedures they call. Prints the SQL, or runs it with
+    --apply (as the schema owner); `db upgrade` applies it again while the roles exist."""
+    from engine import roles
+    eng = c.engine()
+    prefix = roles.check_prefix(prefix) if prefix else roles.default_prefix(eng)
+    with db.connect(eng) as conn:
+        done = roles.apply(conn, prefix) if apply_ else roles.statements(conn, prefix)
+    for stmt in done:
+        click.echo(stmt + ";")
+    if apply_:
+        names = roles.names(prefix)
+        click.echo(f"granted {', '.join(names.values())}; give each login user one, e.g. GRANT {names['worker']} "
+                   f"TO alice" + (f" (MariaDB: and SET DEFAULT ROLE {names['worker']} FOR alice)"
+                                  if eng.dialect.name != "postgresql" else ""), err=True)
 
 
 # ---- dags -----------------------------------------------------------------------------------
@@ -563,8 +655,9 @@ def demo(c: Context, timeout, database_url):
     if database_url:
         c.cfg(database_url=database_url)
     eng = c.engine(migrated=False)
-    if db.ensure_database(eng):
-        click.echo(f"created database {eng.url.database}", err=True)
+    created = db.ensure_database(eng)
+    if created:
+        click.echo(f"created {created}", err=True)
     try:
         current = migrate.current(eng)
     except sa.exc.OperationalError as exc:
@@ -585,22 +678,32 @@ def sql_group():
 
 @sql_group.command("lint")
 @click.argument("path", required=False, type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("--server", "server", default=None, metavar="URL",
+              help="a MySQL/MariaDB server that parses the MySQL files in a scratch database (default: the "
+                   "configured database URL when it is MySQL/MariaDB)")
+@pass_ctx
 @handle_errors
-def sql_lint(path):
-    """Check the SQL files under PATH (default: the engine's sql/ folder) without a database:
-    PostgreSQL files and PL/pgSQL bodies parse; MySQL files define their objects; exit 1 with
-    one `file:line: message` line per problem."""
+def sql_lint(c: Context, path, server):
+    """Check the SQL files under PATH (default: the engine's sql/ folder): PostgreSQL files and
+    PL/pgSQL bodies parse (pglast); MySQL files define their objects, and a MySQL/MariaDB server,
+    when one is given or configured, parses them; exit 1 with one `file:line: message` line per
+    problem."""
     from engine.lint import lint
     from engine.paths import SQL_DIR
 
-    files, problems = lint(Path(path).resolve() if path else SQL_DIR)
+    if server is None and db.is_mysql_url(c.cfg().database_url or "postgresql://"):
+        server = db.resolve_url(c.cfg())
+    if server is not None and not db.is_mysql_url(server):
+        raise EngineError(f"--server {server!r} is not a MySQL/MariaDB URL; use e.g. mysql+pymysql://root@host:3306")
+    files, problems = lint(Path(path).resolve() if path else SQL_DIR, server)
     for p in problems:
         click.echo(str(p))
     if problems:
         raise EngineError(f"{len(problems)} problem(s) in {len({p.path for p in problems})} of {len(files)} SQL file(s)")
     pg = sum(1 for f in files if "mysql" not in f.parts)
     click.echo(f"{len(files)} SQL file(s) checked: {pg} PostgreSQL (statements and PL/pgSQL bodies parse), "
-               f"{len(files) - pg} MySQL (each defines its object; blocks balance)")
+               f"{len(files) - pg} MySQL (each defines its object; blocks balance"
+               + ("; the server parsed them)" if server else "; no server parsed them: --server URL)"))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Setting:
 SETTINGS = [
     Setting("database_url", "", str, "SQLAlchemy URL; empty means the embedded PostgreSQL in ENGINE_HOME"),
     Setting("home", ".engine", str, "folder for the embedded database, logs and state"),
+    Setting("schema", "", str, "keep this deployment apart from others on the same server: the PostgreSQL schema "
+            "(the MySQL/MariaDB database) of its tables and procedures; empty: the URL's default"),
     Setting("dags_folder", "dags", str, "default PATH of `engine dags sync`"),
     Setting("dag_import_timeout", 120.0, float, "seconds `engine dags sync` lets the DAG files of one sync import",
             0, 3600, positive=True),
@@ -58,6 +60,8 @@ SETTINGS = [
             0, 3600, positive=True),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
             "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
+    Setting("procedure_versions", "", str, "versions this service calls, e.g. 'queue_tis=2,schedule_tis=1'; "
+            "a procedure not named gets its newest installed version with the arguments this release calls"),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -121,6 +125,12 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
                 raise EngineError(f"{where}: name at least one queue, e.g. 'default'")
             for q in queues:
                 validate.check_id(q, "queue", where)
+        if setting.name == "schema" and raw:
+            from engine import db
+            db.check_schema(raw, where)
+        if setting.name == "procedure_versions":
+            from engine import calls
+            calls.parse_pins(raw, where)
         return raw
     kind = "an integer" if setting.type is int else "a number"
     lo, hi = (int(setting.lo), int(setting.hi)) if setting.type is int else (f"{setting.lo:g}", f"{setting.hi:g}")

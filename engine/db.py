@@ -107,8 +107,28 @@ def is_mysql_url(url: str) -> bool:
     return url.split(":", 1)[0].split("+", 1)[0] in ("mysql", "mariadb")
 
 
-def make_engine(url: str) -> Engine:
+SCHEMA_RULE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_schema(name: str, where: str = "setting schema") -> str:
+    if not SCHEMA_RULE.match(name or "") or name.startswith("pg_"):
+        raise EngineError(f"{where}: {name!r} is not a schema name; use lower-case letters, digits and '_' "
+                          f"(at most 63, not starting with a digit or pg_), e.g. engine_prod")
+    return name
+
+
+def make_engine(url: str, schema: str | None = None) -> Engine:
+    """An engine for `url`. `schema` (setting schema, ENGINE_SCHEMA) keeps one deployment's
+    tables, lock rows, procedures and views apart from another's on the same server: on
+    PostgreSQL it is the only schema on the connections' search_path (created by `engine db
+    upgrade`); on MySQL/MariaDB it is the database, in place of the URL's."""
     kwargs: dict = {}
+    if schema:
+        check_schema(schema)
+        if is_mysql_url(url):
+            url = sa.engine.make_url(url).set(database=schema).render_as_string(hide_password=False)
+        else:
+            kwargs = {"connect_args": {"options": f"-c search_path={schema}"}}
     if is_mysql_url(url):
         kwargs = {"connect_args": mysql_connect_args(), "isolation_level": "READ COMMITTED"}
     try:
@@ -120,7 +140,7 @@ def make_engine(url: str) -> Engine:
         raise EngineError(f"database URL {url!r}: dialect {eng.dialect.name} is not supported; use PostgreSQL or MySQL/MariaDB")
     if eng.dialect.name != "postgresql" and eng.dialect.driver != "pymysql":
         raise EngineError(f"database URL {url!r}: driver {eng.dialect.driver} is not supported; use mysql+pymysql://")
-    return eng
+    return eng.execution_options(engine_schema=schema) if schema else eng
 
 
 def dialect_dir(eng_or_conn) -> str:
@@ -150,9 +170,21 @@ def _is_sql(part: str) -> bool:
     return bool(re.sub(r"--[^\n]*", "", part).strip())
 
 
+def with_versions(text: str, calls: tuple) -> str:
+    """`text` calling the versions `calls` ((base, version), ...) names instead of the ones it
+    was written for (engine.calls chooses them)."""
+    for base, version in calls:
+        text = re.sub(rf"\b{re.escape(base)}_v\d+(\s*\()", rf"{base}_v{version}\1", text)
+    return text
+
+
+def _calls(conn: Connection) -> tuple:
+    return conn.get_execution_options().get("engine_calls", ())
+
+
 @functools.cache
-def _statements(dialect: str, name: str) -> tuple:
-    text = query_text(dialect, name)
+def _statements(dialect: str, name: str, calls: tuple = ()) -> tuple:
+    text = with_versions(query_text(dialect, name), calls)
     parts = [p for p in _STATEMENT_END.split(text) if _is_sql(p)]
     types = {col: RESULT_TYPES[kind] for kind, cols in _RESULT_HEADER.findall(text) for col in cols.split()}
     stmts = [sa.text(p) for p in parts]
@@ -163,7 +195,7 @@ def _statements(dialect: str, name: str) -> tuple:
 
 def q(conn: Connection, name: str):
     """The (last) named statement ``sql/<dialect>/queries/<name>.sql`` as an executable text()."""
-    return _statements(dialect_dir(conn), name)[-1]
+    return _statements(dialect_dir(conn), name, _calls(conn))[-1]
 
 
 def _param(value):
@@ -176,7 +208,7 @@ def run(conn: Connection, name: str, /, **params):
     dialect = dialect_dir(conn)
     if dialect == "mysql":
         params = {k: _param(v) for k, v in params.items()}
-    *before, last = _statements(dialect, name)
+    *before, last = _statements(dialect, name, _calls(conn))
     for stmt in before:
         conn.execute(stmt, params)
     return conn.execute(last, params)
@@ -192,12 +224,25 @@ def describe_connect_error(url: str, exc: Exception) -> EngineError:
     return EngineError(f"database {safe} is unreachable ({detail}); start it or fix ENGINE_DATABASE_URL")
 
 
-def ensure_database(eng: Engine) -> bool:
-    """MySQL/MariaDB: create the URL's database when the server does not have it yet (utf8mb4,
-    binary collation, as migration 0001 expects). True when it was created. PostgreSQL: no-op
-    (a database is created with createdb, outside any connection to it)."""
+def engine_schema(eng) -> str | None:
+    """The schema (MySQL: database) `eng` was made for (make_engine's `schema`), or None."""
+    return eng.get_execution_options().get("engine_schema")
+
+
+def ensure_database(eng: Engine) -> str | None:
+    """Create where the engine's objects go when the server does not have it yet; what was
+    created ('database x', 'schema x'), or None. MySQL/MariaDB: the URL's database (utf8mb4,
+    binary collation, as migration 0001 expects). PostgreSQL: the schema of setting `schema`, if
+    any (a database is created with createdb, outside any connection to it)."""
     if eng.dialect.name == "postgresql":
-        return False
+        schema = engine_schema(eng)
+        if not schema:
+            return None
+        with connect(eng) as c:
+            if c.execute(sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :n"), {"n": schema}).first():
+                return None
+            c.exec_driver_sql(f"CREATE SCHEMA {schema}")  # a checked name (check_schema)
+        return f"schema {schema}"
     name = eng.url.database
     if not name:
         raise EngineError(f"database URL {eng.url.render_as_string(hide_password=True)} names no database; "
@@ -207,10 +252,10 @@ def ensure_database(eng: Engine) -> bool:
         with server.connect() as c:
             if c.execute(sa.text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :n"),
                          {"n": name}).first():
-                return False
+                return None
             quoted = name.replace("`", "``")
             c.exec_driver_sql(f"CREATE DATABASE `{quoted}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        return True
+        return f"database {name}"
     except sa.exc.OperationalError as exc:
         raise describe_connect_error(eng.url.render_as_string(hide_password=False), exc) from None
     finally:

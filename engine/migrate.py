@@ -7,7 +7,7 @@ from alembic.util.exc import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from engine import procedures
+from engine import db, procedures, roles
 from engine.errors import EngineError
 from engine.paths import MIGRATIONS_DIR
 
@@ -42,6 +42,8 @@ def _alembic(fn, conn, revision: str) -> None:
 
 def upgrade(eng, revision: str = "head") -> list[str]:
     """Migrate to ``revision`` and reinstall drifted or missing objects. Returns repaired names."""
+    if eng.dialect.name == "postgresql":
+        db.ensure_database(eng)  # the schema of setting `schema` (MySQL: `engine db upgrade` creates the database)
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.upgrade, conn, revision)
@@ -49,6 +51,7 @@ def upgrade(eng, revision: str = "head") -> list[str]:
     if revision == "head":
         with eng.begin() as conn:
             repaired = procedures.repair(conn)
+        roles.reapply(eng)  # reinstalled and new procedures get their grants back
     return repaired
 
 
@@ -59,6 +62,8 @@ def downgrade(eng, revision: str) -> None:
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.downgrade, conn, revision)
+    if revision != "base":
+        roles.reapply(eng)  # a restored procedure is a new definition without grants
 
 
 def current(eng) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from engine import manifest
 from engine.errors import EngineError
 from engine.paths import SQL_DIR
 
@@ -67,7 +68,12 @@ def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
         else:
             # With a hand-made overload beside it (check() reports it), the oldest definition
             # is the one a migration installed (CREATE OR REPLACE keeps its oid).
-            sql = ("SELECT md5(pg_get_functiondef(p.oid)) FROM pg_proc p WHERE p.proname = :n "
+            # Without the lines `engine db roles` adds (SECURITY DEFINER, a pinned search_path):
+            # granting rights is not a change of the definition.
+            # (pg_get_functiondef prints it alone on a line, or after STABLE on the same one.)
+            sql = ("SELECT md5(regexp_replace(regexp_replace(pg_get_functiondef(p.oid), "
+                   "'^ (SECURITY DEFINER|SET search_path TO .*)\\n', '', 'gn'), "
+                   "'^( [A-Z][A-Z ]*) SECURITY DEFINER$', '\\1', 'gn')) FROM pg_proc p WHERE p.proname = :n "
                    "AND p.pronamespace = current_schema()::regnamespace ORDER BY p.oid LIMIT 1")
     elif kind == "view":
         sql = ("SELECT md5(view_definition) FROM information_schema.views "
@@ -124,7 +130,22 @@ def text_at(dialect: str, name: str, revision: str) -> str:
     return object_file(dialect, name).read_text()
 
 
-def install_one(conn, name: str, revision: str, text: str | None = None) -> None:
+def _input_signature(text: str) -> str:
+    """PostgreSQL: the argument types that identify the function a file defines, as DROP
+    FUNCTION takes them (IN, INOUT and VARIADIC parameters; OUT and TABLE columns do not count)."""
+    import pglast
+    from pglast.stream import RawStream
+
+    stmt = pglast.parse_sql(text)[0].stmt
+    return ", ".join(RawStream()(p.argType) for p in stmt.parameters or ()
+                     if str(getattr(p.mode, "value", p.mode)) in ("i", "b", "v", "d"))
+
+
+def install_one(conn, name: str, revision: str, text: str | None = None, redefine: bool = False) -> None:
+    """Install `text` (default: the current file) as `name` and record it for `revision`.
+    `redefine` (a downgrade putting back an older text): on PostgreSQL, a function that
+    CREATE OR REPLACE cannot replace (another result type, as claim_tis_v1 before revision 0003,
+    or renamed parameters: SQLSTATE 42P13) is dropped, by its argument types, and created."""
     dialect = dialect_of(conn)
     text = object_file(dialect, name).read_text() if text is None else text
     kind = object_kind(dialect, name, text)
@@ -144,6 +165,15 @@ def install_one(conn, name: str, revision: str, text: str | None = None) -> None
                 _execute_script(conn, replace)
         except sa.exc.DBAPIError:
             conn.execute(sa.text(_drop_sql(kind, name) + " CASCADE"))
+            _execute_script(conn, text)
+    elif redefine and dialect == "postgresql":
+        try:
+            with conn.begin_nested():
+                _execute_script(conn, text)
+        except sa.exc.DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", getattr(exc.orig, "pgcode", None)) != "42P13":  # invalid_function_definition
+                raise
+            conn.execute(sa.text(f"DROP FUNCTION {name}({_input_signature(text)})"))
             _execute_script(conn, text)
     else:
         try:
@@ -166,6 +196,7 @@ def install_one(conn, name: str, revision: str, text: str | None = None) -> None
 
 def install(op, names: list[str], revision: str) -> None:
     conn = op.get_bind()
+    manifest.refuse_changed(dialect_of(conn), names)
     for name in names:
         install_one(conn, name, revision, text_at(dialect_of(conn), name, revision))
 
@@ -176,7 +207,7 @@ def restore(op, names: list[str], revision: str, down_revision: str) -> None:
     conn = op.get_bind()
     dialect = dialect_of(conn)
     for name in names:
-        install_one(conn, name, down_revision, text_at(dialect, name, down_revision))
+        install_one(conn, name, down_revision, text_at(dialect, name, down_revision), redefine=True)
     # Replacing a view whose columns shrank drops its dependents (PostgreSQL, CASCADE): put
     # back every other recorded object that went missing, from its file (unchanged by revision).
     recorded = conn.execute(sa.text("SELECT name, kind, revision FROM procedure_version")).all()
@@ -204,7 +235,8 @@ def expected_objects(dialect: str) -> list[str]:
 @dataclass(frozen=True)
 class Finding:
     name: str
-    status: str  # ok, missing, drifted, outdated, not-installed, extra-overload, unexpected
+    status: str  # ok, missing, drifted, outdated, not-installed, extra-overload, unexpected,
+                 # changed-released, deleted-released (name: the file's path)
     detail: str
 
 
@@ -228,6 +260,10 @@ def check(conn) -> list[Finding]:
             findings.append(Finding(name, "outdated", f"sql/{dialect}/{name}.sql changed since it was installed"))
         else:
             findings.append(Finding(name, "ok", f"{kind}, revision {rec.revision}"))
+    # Released files whose text changed (engine/manifest.py): released versions are frozen.
+    for key, status, detail in manifest.problems():
+        if status != "unreleased" and (key.startswith(f"sql/{dialect}/") or key.startswith("migrations/")):
+            findings.append(Finding(key, status, detail))
     # Routines of the schema beside the recorded ones: another overload of an engine function
     # (PostgreSQL: same name, other arguments), or a routine no migration installed.
     for name, count in routine_counts(conn).items():
@@ -261,6 +297,7 @@ def repair(conn) -> list[str]:
         todo = [f.name for f in check(conn) if f.status in ("missing", "drifted", "outdated")]
         if not todo:
             break
+        manifest.refuse_changed(dialect_of(conn), todo)
         for name in todo:
             install_one(conn, name, "repair")
             if name not in fixed:

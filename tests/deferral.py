@@ -52,7 +52,7 @@ def cli(db_url: str, *args: str):
     from cli.main import main
 
     made, make = [], db.make_engine
-    db.make_engine = lambda url: made.append(make(url)) or made[-1]  # to dispose what the command opened
+    db.make_engine = lambda url, **kw: made.append(make(url, **kw)) or made[-1]  # to dispose what the command opened
     try:
         result = CliRunner().invoke(main, ["--database-url", db_url, *args], catch_exceptions=False)
     finally:

@@ -1,6 +1,7 @@
 """The schema the migrations build is what the sql/ files describe; drift is found and repaired."""
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pglast
@@ -153,3 +154,105 @@ def test_sql_lint_reads_plpgsql_bodies_and_names(tmp_path):
     assert f"{pg}:{line}: PL/pgSQL body of heartbeat_v1: syntax error at or near \"SELEC\"" in bad.stdout
     assert "queue_tis_v9.sql defines queue_tis_v8" in bad.stdout
     assert re.fullmatch(r"error: 2 problem\(s\) in 2 of \d+ SQL file\(s\)", bad.stderr.strip()), bad.stderr
+
+
+# Revision 0003 changed these in place (pre-release); 0001 and 0002 install, and the downgrade
+# of 0003 restores, the text they had before (sql/<dialect>/previous/0003/).
+CHANGED_BY_0003 = ["limit_usage", "queue_tis_v1", "claim_tis_v1", "create_dag_runs_v1"]
+CLAIM_COLUMNS_0002 = ["ti_id", "dag_id", "run_id", "task_id", "map_index", "try_number", "kind", "bash_command",
+                      "env", "python_callable", "op_kwargs", "map_args", "execution_timeout", "fileloc",
+                      "log_path", "conf"]
+CLAIM_COLUMNS_0003 = CLAIM_COLUMNS_0002 + ["next_method", "next_kwargs", "event"]
+
+
+def _v1_calls(dialect: str, queue: str) -> dict:
+    if dialect == "postgresql":
+        return {"create_dag_runs": "SELECT * FROM create_dag_runs_v1(:now)",
+                "schedule_tis": "SELECT * FROM schedule_tis_v1(:now)",
+                "queue_tis": "SELECT * FROM queue_tis_v1(10, NULL, :now)",
+                "claim_tis": f"SELECT * FROM claim_tis_v1(NULL, 'h', ARRAY['{queue}'], 10, '/logs', :now)"}
+    return {"create_dag_runs": "CALL create_dag_runs_v1(:now, 16)",
+            "schedule_tis": "CALL schedule_tis_v1(:now, 100)",
+            "queue_tis": "CALL queue_tis_v1(10, NULL, :now, 2)",
+            "claim_tis": f"CALL claim_tis_v1(NULL, 'h', '[\"{queue}\"]', 10, '/logs', :now)"}
+
+
+def _v1_procedures_work(eng, rev: str) -> None:
+    """At revision `rev`, with plain SQL rows: create_dag_runs_v1 starts one of two queued runs
+    (max_active_runs 1), schedule_tis_v1 schedules the run's two TIs, queue_tis_v1 queues one
+    (pool of 1 slot, the higher priority first, then nothing: the pool is full), claim_tis_v1
+    starts its first try with the result columns of `rev`. The rows are deleted afterwards."""
+    now = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
+    dialect = "postgresql" if eng.dialect.name == "postgresql" else "mysql"
+    dag, pool, queue = f"d{rev}", f"p{rev}", f"q{rev}"
+    call = _v1_calls(dialect, queue)
+    assert migrate.current(eng) == rev
+    with eng.begin() as conn:
+        recorded = dict(conn.execute(sa.text("SELECT name, file_checksum FROM procedure_version")).all())
+        for name in CHANGED_BY_0003:  # the text `rev` knew; below 0003 not the current file's
+            assert recorded[name] == procedures.file_checksum(procedures.text_at(dialect, name, rev)), name
+            if rev < "0003":
+                assert recorded[name] != procedures.file_checksum(procedures.object_file(dialect, name).read_text())
+        assert set(procedures.routine_counts(conn).values()) == {1}  # no overload left beside a restored one
+        p = {"dag": dag, "pool": pool, "queue": queue, "now": now}
+        conn.execute(sa.text("INSERT INTO pool (name, slots, include_deferred) VALUES (:pool, 1, false)"), p)
+        conn.execute(sa.text("INSERT INTO dag (dag_id, fileloc, max_active_runs) VALUES (:dag, '/d.py', 1)"), p)
+        conn.execute(sa.text("INSERT INTO task (dag_id, task_id, kind, bash_command, pool, priority_weight, queue) "
+                             "VALUES (:dag, 'low', 'bash', 'true', :pool, 1, :queue), "
+                             "       (:dag, 'high', 'bash', 'true', :pool, 5, :queue)"), p)
+        for run_id in ("r1", "r2"):
+            conn.execute(sa.text("INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, conf, created_at) "
+                                 "VALUES (:dag, :r, 'manual', 'queued', :now, '{}', :now)"), {**p, "r": run_id})
+    with eng.begin() as conn:
+        assert list(conn.execute(sa.text(call["create_dag_runs"]), {"now": now}).one()) == [0, 1]
+    with eng.begin() as conn:
+        assert conn.execute(sa.text(call["schedule_tis"]), {"now": now}).one().tis_scheduled == 2
+    with eng.begin() as conn:
+        queued = conn.execute(sa.text(call["queue_tis"]), {"now": now}).all()
+    assert [(r.dag_id, r.run_id, r.task_id) for r in queued] == [(dag, "r1", "high")]
+    with eng.begin() as conn:
+        assert conn.execute(sa.text(call["queue_tis"]), {"now": now}).all() == []  # the pool is full
+        usage = conn.execute(sa.text("SELECT used, free FROM limit_usage WHERE kind = 'pool' AND "
+                                     + ("key" if dialect == "postgresql" else "`key`") + " = :pool"), p).one()
+        assert tuple(usage) == (1, 0)
+    with eng.begin() as conn:
+        claimed = conn.execute(sa.text(call["claim_tis"]), {"now": now})
+        assert list(claimed.keys()) == (CLAIM_COLUMNS_0002 if rev < "0003" else CLAIM_COLUMNS_0003)
+        rows = claimed.all()
+    assert [(r.ti_id, r.try_number, r.log_path) for r in rows] == [
+        (queued[0].ti_id, 1, f"/logs/dag_id={dag}/run_id=r1/task_id=high/attempt=1.log")]
+    with eng.begin() as conn:
+        states = conn.execute(sa.text("SELECT r.run_id, r.state, ti.task_id, ti.state AS ti_state FROM dag_run r "
+                                      "LEFT JOIN task_instance ti ON ti.dag_run_id = r.id WHERE r.dag_id = :dag "
+                                      "ORDER BY r.run_id, ti.task_id"), p).all()
+        assert [tuple(s) for s in states] == [("r1", "running", "high", "running"),
+                                              ("r1", "running", "low", "scheduled"), ("r2", "queued", None, None)]
+        conn.execute(sa.text("DELETE FROM dag WHERE dag_id = :dag"), p)  # its tasks, runs and TIs with it
+        conn.execute(sa.text("DELETE FROM pool WHERE name = :pool"), p)
+
+
+def test_v1_procedures_work_at_every_revision_below_head(eng):
+    """Down from head one revision at a time to 0002, and up from base to 0002, the procedures
+    that 0003 changed in place work at each revision: below 0003 with their text of before 0003
+    (which reads no table or column that 0003 adds), restored by 0003's downgrade."""
+    for rev in ("0003", "0002"):
+        migrate.downgrade(eng, rev)
+        _v1_procedures_work(eng, rev)
+    migrate.downgrade(eng, "base")
+    for rev in ("0001", "0002"):
+        migrate.upgrade(eng, rev)
+        _v1_procedures_work(eng, rev)
+
+
+@pytest.mark.parametrize("dialect_dir", ["postgresql", "mysql"])
+def test_text_at_follows_the_chain_of_previous_copies(dialect_dir):
+    """limit_usage was changed in place by 0003 and again by 0004: each revision gets the text
+    it knew, from the first previous/<later revision>/ copy, else the current file (claim_tis_v1
+    from 0003 on: _v1 functions are never changed in place after 0003)."""
+    folder = SQL_DIR / dialect_dir
+    for rev, path in [("0001", folder / "previous/0003/limit_usage.sql"),
+                      ("0002", folder / "previous/0003/limit_usage.sql"),
+                      ("0003", folder / "previous/0004/limit_usage.sql")]:
+        assert procedures.text_at(dialect_dir, "limit_usage", rev) == path.read_text(), rev
+    assert procedures.text_at(dialect_dir, "claim_tis_v1", "0002") == (folder / "previous/0003/claim_tis_v1.sql").read_text()
+    assert procedures.text_at(dialect_dir, "claim_tis_v1", "0003") == (folder / "claim_tis_v1.sql").read_text()

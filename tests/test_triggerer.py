@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -100,7 +101,7 @@ def test_event_trigger_via_engine_events_send_and_timeout(eng, cfg, tmp_path, db
     tis = three_claimed(eng, cfg, tmp_path, include_deferred=False)
     defer(eng, tis["t1"], "engine.triggers:EventTrigger", {"key": "batch-ready"})
     defer(eng, tis["t2"], "engine.triggers:EventTrigger", {"key": "other"})
-    defer(eng, tis["t3"], "engine.triggers:EventTrigger", {"key": "never"}, timeout=0.5)
+    defer(eng, tis["t3"], "engine.triggers:EventTrigger", {"key": "never"}, timeout=30)
     trig = Triggerer(eng, cfg)
 
     async def main():
@@ -111,8 +112,8 @@ def test_event_trigger_via_engine_events_send_and_timeout(eng, cfg, tmp_path, db
         assert ti_row(eng, tis["t1"]).state == "scheduled"  # pool without include_deferred: boosted
         second = await trig.run_once()
         assert (second["cancelled"], second["running"]) == (1, 2)  # it drops what fired elsewhere
-        await asyncio.sleep(0.6)
-        await trig.run_once()  # the timeout of t3 passed: its try fails
+        # The timeout of t3 passes (a clock injected 31 s ahead, not a sleep: the machine may be slow).
+        await trig.run_once(now=datetime.now(timezone.utc) + timedelta(seconds=31))
         assert ti_row(eng, tis["t3"]).state == "failed"
         assert (await trig.run_once())["running"] == 1
         await trig.stop()

@@ -4,9 +4,10 @@ procedures that move TIs in and out of `deferred` (docs/deferral.md).
 Pre-release, the procedures this issue changes were edited in place (no _v2 copies):
 queue_tis_v1, claim_tis_v1, create_dag_runs_v1 and the views limit_usage and pending_reasons.
 This revision reinstalls them so `engine db check` records their new text. pending_reasons
-reads columns added here, so it is installed here, not by 0001. Downgrading removes what this
-revision added, but the edited v1 procedures keep their new text (their old text is gone):
-below 0003 only `base` is a supported target.
+reads columns added here, so it is installed here, not by 0001. The text each had before is
+kept in sql/<dialect>/previous/0003/ (revisions 0001 and 0002 install it): downgrading removes
+what this revision added and puts queue_tis_v1, claim_tis_v1, create_dag_runs_v1 and
+limit_usage back as 0002 had them, so 0002 is a supported target like any other revision.
 
 Revision ID: 0003
 Revises: 0002
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
 
-from engine.procedures import install, remove
+from engine.procedures import install, remove, restore
 
 revision = "0003"
 down_revision = "0002"
@@ -73,6 +74,10 @@ def upgrade():
 
 def downgrade():
     remove(op, NEW)
+    # The text 0002 had (sql/<dialect>/previous/0003/), before the tables and columns go: the
+    # views never read a dropped column. claim_tis_v1's result columns shrink: on PostgreSQL
+    # restore() drops and re-creates it (CREATE OR REPLACE cannot change a function's row type).
+    restore(op, CHANGED, revision, down_revision)
     op.drop_table("deployment")
     op.drop_column("dag", "is_draining")
     op.drop_index("task_instance_trigger", table_name="task_instance")

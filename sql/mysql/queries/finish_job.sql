@@ -1,2 +1,2 @@
--- A clean shutdown: the job is finished, not dead.
-UPDATE job SET state = 'success', end_date = UTC_TIMESTAMP(6) WHERE id = :job_id AND state = 'running'
+-- A clean shutdown: the job is finished, not dead (finish_job_v1).
+SELECT finish_job_v1(:job_id, NULL) AS finished

@@ -1,2 +1,2 @@
--- The waiting triggers a triggerer owns: what it should be running. (MySQL: `trigger` is reserved.)
-SELECT g.id FROM `trigger` g WHERE g.triggerer_job_id = :job_id AND g.fired_at IS NULL
+-- The waiting triggers a triggerer owns: what it should be running (owned_triggers_v1).
+CALL owned_triggers_v1(:job_id)

@@ -1,4 +1,2 @@
--- A scheduler, worker or triggerer process announces itself.
-INSERT INTO job (kind, hostname, pid, state, start_date, latest_heartbeat)
-VALUES (:kind, :hostname, :pid, 'running', now(), now())
-RETURNING id
+-- A scheduler, worker or triggerer process announces itself (register_job_v1).
+SELECT register_job_v1(:kind, :hostname, :pid) AS id
