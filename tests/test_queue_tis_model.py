@@ -1,8 +1,8 @@
 """queue_tis queues exactly the greedy set of the reference model, call after call.
 
-queue_tis_v1 (still installed for schedulers of the previous release) on worlds with dot-free
-ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (the
-named query) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
+queue_tis_v1 (still installed for schedulers of earlier releases) on worlds with dot-free
+ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (still
+installed) and queue_tis_v3 (the named query) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
 'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors."""
 from __future__ import annotations
 
@@ -78,11 +78,11 @@ def _usage(eng) -> dict:
     return {tuple(r[:6]): (r.cap, r.used) for r in rows}
 
 
-@pytest.mark.parametrize("version", [1, None], ids=["v1", "current"])
+@pytest.mark.parametrize("version", [1, 2, None], ids=["v1", "v2", "current"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_matches_the_greedy_model(eng, version, max_tis, data):
-    w = data.draw(worlds(dotted=version is None), label="world")
+    w = data.draw(worlds(dotted=version != 1), label="world")
     load_world(eng, w)
     for _ in range(3):
         expected = greedy(w, max_tis)
