@@ -117,27 +117,36 @@ BEGIN
 
     SELECT coalesce(bool_or(dp.is_draining), false) INTO v_drain_all FROM deployment dp;
 
-    -- 0. What the active TIs use, per partition (as limit_usage counts: a deferred TI holds its
-    --    place only in a pool with include_deferred, and then in every limit). Partitions no
-    --    active TI uses have no row: used 0.
+    -- 0. What the active TIs use, per LIMITED partition (as limit_usage counts: a deferred TI holds
+    --    its place only in a pool with include_deferred, and then in every limit). A partition no
+    --    active TI uses, or that has no limit, has no row.
     WITH a AS MATERIALIZED (
-        SELECT ti.dag_run_id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.executor, ti.state,
-               (ti.state <> 'deferred' OR coalesce(p.include_deferred, false)) AS holds
+        SELECT ti.dag_run_id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.executor
         FROM task_instance ti
         LEFT JOIN pool p ON p.name = ti.pool
         WHERE ti.state IN ('queued', 'running', 'deferred')
+          AND (ti.state <> 'deferred' OR coalesce(p.include_deferred, false))
     ), u_pool AS (
         INSERT INTO qt3_used_pool
-        SELECT a.pool, sum(a.pool_slots)::int FROM a WHERE a.holds GROUP BY a.pool
+        SELECT a.pool, sum(a.pool_slots)::int FROM a GROUP BY a.pool
     ), u_run AS (
-        INSERT INTO qt3_used_run SELECT a.dag_run_id, count(*) FROM a WHERE a.holds GROUP BY a.dag_run_id
+        INSERT INTO qt3_used_run
+        SELECT a.dag_run_id, count(*) FROM a JOIN dag d ON d.dag_id = a.dag_id AND d.max_active_tasks IS NOT NULL
+        GROUP BY a.dag_run_id
     ), u_task AS (
-        INSERT INTO qt3_used_task SELECT a.dag_id, a.task_id, count(*) FROM a WHERE a.holds GROUP BY a.dag_id, a.task_id
+        INSERT INTO qt3_used_task
+        SELECT a.dag_id, a.task_id, count(*)
+        FROM a JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dag IS NOT NULL
+        GROUP BY a.dag_id, a.task_id
     ), u_task_run AS (
-        INSERT INTO qt3_used_task_run SELECT a.dag_run_id, a.task_id, count(*) FROM a WHERE a.holds
+        INSERT INTO qt3_used_task_run
+        SELECT a.dag_run_id, a.task_id, count(*)
+        FROM a JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dagrun IS NOT NULL
         GROUP BY a.dag_run_id, a.task_id
     )
-    INSERT INTO qt3_used_executor SELECT a.executor, count(*) FROM a WHERE a.holds GROUP BY a.executor;
+    INSERT INTO qt3_used_executor
+    SELECT a.executor, count(*) FROM a JOIN executor e ON e.name = a.executor AND e.parallelism IS NOT NULL
+    GROUP BY a.executor;
 
     WHILE v_left > 0 AND NOT v_last LOOP
         -- 1. A page per pool with room (an unknown pool has no row in `pool`: never read).
@@ -255,20 +264,20 @@ BEGIN
         IF v_left > 0 AND NOT v_last AND cardinality(v_batch) > 0 THEN
             INSERT INTO qt3_used_pool AS u
             SELECT c.pool, sum(c.pool_slots)::int FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.pool
-            ON CONFLICT (pool) DO UPDATE SET n = u.n + excluded.n;
+            ON CONFLICT ON CONSTRAINT qt3_used_pool_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_run AS u
             SELECT c.dag_run_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.dag_run_id
-            ON CONFLICT (dag_run_id) DO UPDATE SET n = u.n + excluded.n;
+            ON CONFLICT ON CONSTRAINT qt3_used_run_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_task AS u
             SELECT c.dag_id, c.task_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.dag_id, c.task_id
-            ON CONFLICT (dag_id, task_id) DO UPDATE SET n = u.n + excluded.n;
+            ON CONFLICT ON CONSTRAINT qt3_used_task_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_task_run AS u
             SELECT c.dag_run_id, c.task_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch)
             GROUP BY c.dag_run_id, c.task_id
-            ON CONFLICT (dag_run_id, task_id) DO UPDATE SET n = u.n + excluded.n;
+            ON CONFLICT ON CONSTRAINT qt3_used_task_run_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_executor AS u
             SELECT c.executor, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.executor
-            ON CONFLICT (executor) DO UPDATE SET n = u.n + excluded.n;
+            ON CONFLICT ON CONSTRAINT qt3_used_executor_pkey DO UPDATE SET n = u.n + excluded.n;
         END IF;
         DELETE FROM qt3_cand;
         -- Another batch means pruning or refusals ate this one: read deeper next time, up to
