@@ -277,6 +277,60 @@ BLOCKED = {
 }
 
 
+# Workload "surge" (issue 11, item 6): the world of "sizes" at 50,000 TIs is loaded and ANALYZEd,
+# then every run and TI is deleted and 1,000 new runs with 50,000 new scheduled TIs are created,
+# WITHOUT refreshing statistics (autovacuum off on those tables meanwhile, PostgreSQL); then
+# queue_tis drains them (max_tis=512, every queued TI completes before the next call).
+SURGE = {
+    "postgresql": """
+        ALTER TABLE task_instance SET (autovacuum_enabled = false);
+        ALTER TABLE dag_run SET (autovacuum_enabled = false);
+        DELETE FROM task_instance;
+        DELETE FROM dag_run;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT 'dag' || mod(g, {dags}), 'surge' || g, 'manual', 'running',
+               timestamptz '2026-02-01' + g * interval '1 minute', now()
+        FROM generate_series(0, {runs} - 1) g;
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, i / ({runs} * {tasks}), 'scheduled', 1 + (hashtext(t.task_id || r.dag_id) & 7),
+               t.pool, t.pool_slots, 'default', 'default', r.run_after
+        FROM generate_series(0, {n} - 1) i
+        JOIN dag_run r ON r.run_id = 'surge' || mod(i, {runs})
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = 't' || mod(i / {runs}, {tasks});""",
+    "mysql": """
+        DELETE FROM task_instance;
+        DELETE FROM dag_run;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT CONCAT('dag', MOD(g.i - 1, {dags})), CONCAT('surge', g.i - 1), 'manual', 'running',
+               TIMESTAMP '2026-02-01 00:00:00' + INTERVAL (g.i - 1) MINUTE, UTC_TIMESTAMP(6)
+        FROM {seq_runs} g;
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, (s.i - 1) DIV ({runs} * {tasks}), 'scheduled',
+               1 + (CRC32(CONCAT(t.task_id, r.dag_id)) & 7), t.pool, t.pool_slots, 'default', 'default', r.run_after
+        FROM {seq_n} s
+        JOIN dag_run r ON r.run_id = CONCAT('surge', MOD(s.i - 1, {runs}))
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = CONCAT('t', MOD((s.i - 1) DIV {runs}, {tasks}));""",
+}
+SURGE_END = {"postgresql": """
+        ALTER TABLE task_instance RESET (autovacuum_enabled);
+        ALTER TABLE dag_run RESET (autovacuum_enabled);""", "mysql": "SELECT 1"}
+
+
+def workload_surge(eng, seconds: float) -> dict:
+    setup(eng, 50_000)
+    dialect = db.dialect_dir(eng)
+    with eng.begin() as c:
+        script(c, SURGE[dialect].format(dags=DAGS, runs=RUNS, tasks=TASKS, n=50_000, seq_runs=seq(RUNS), seq_n=seq(50_000)))
+    try:
+        dr = drain(eng, seconds)
+    finally:
+        with eng.begin() as c:
+            script(c, SURGE_END[dialect])
+    return {"drain": dr}
+
+
 def workload_small(eng, calls: int) -> dict:
     load_s = setup(eng, 50_000)
     with eng.begin() as c:
@@ -373,7 +427,7 @@ def main() -> int:
                                            "emptied!)")
     ap.add_argument("--workloads", default="sizes,small,blocked,starvation",
                     help="comma-separated: sizes (latency at 512 and drain per --sizes), small (target 1), "
-                         "blocked (target 2, per --blocked), starvation")
+                         "blocked (target 2, per --blocked), surge (item 6), starvation")
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--blocked", default="5000,500000", help="blocked TIs ahead of the runnable ones")
     ap.add_argument("--version", type=int, help="call queue_tis_v<N> (default: the named query, the newest)")
@@ -411,6 +465,12 @@ def main() -> int:
             lat = r["latency"]
             print(f"blocked {n:>9,} ahead (20,000 runnable, max_tis=32): p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
                   f"{lat['queued_per_call']} queued per call, {lat['tis_per_s']:,} TIs/s [load {lat['load']}]", flush=True)
+    if "surge" in work:
+        r = results["surge"] = workload_surge(eng, max(args.drain_seconds, 120))
+        dr = r["drain"]
+        print(f"surge (1,000 runs and 50,000 TIs replaced, statistics not refreshed, max_tis=512): "
+              f"{dr['queued']:,} queued in {dr['seconds']} s, {dr['calls']} calls, p50 {dr['p50_ms']} ms, "
+              f"p99 {dr['p99_ms']} ms, {dr['tis_per_s_in_queue_tis']:,} TIs/s in queue_tis [load {dr['load']}]", flush=True)
     if "sizes" in work:
         for n in [int(x) for x in args.sizes.split(",")]:
             load_s = setup(eng, n)

@@ -5,8 +5,10 @@
 --   * no read of the view limit_usage: what is used is counted from the ACTIVE TIs only
 --     (queued, running, deferred), grouped per partition into scratch tables; caps are read
 --     from dag / task / pool / executor only for the partitions a batch touches;
---   * a page whose rows were mostly pruned is read deeper next batch (up to 10,000 rows per
---     pool whatever max_tis is).
+--   * the page of a pool skips, inside its index scan, the TIs greedy refuses anyway (wider than
+--     the pool's free slots, or in a run, task, (run, task) or executor already full: probes of
+--     the small used tables), and is page_factor / 2 rows per free slot or per TI still to
+--     queue, whichever is less, + 8 (blocked rows no longer take page rows).
 -- The decision over a batch stays the accept / reject window passes of v2 (MySQL has no arrays,
 -- and a row-by-row walk in a stored procedure costs ~50 us per candidate on MariaDB 10.11).
 --
@@ -46,6 +48,7 @@ BEGIN
     DECLARE v_done       BOOLEAN DEFAULT FALSE;
     DECLARE v_pool       VARCHAR(250);
     DECLARE v_page       INT;
+    DECLARE v_free       INT;            -- the pool's free slots (NULL: unlimited)
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     DECLARE k_pw INT;
     DECLARE k_after DATETIME(6);
@@ -62,8 +65,10 @@ BEGIN
     DECLARE l_map INT;
     DECLARE l_id BIGINT;
     DECLARE c_pools CURSOR FOR
-        SELECT p.name, CASE WHEN p.slots < 0 THEN v_page_max
-                            ELSE LEAST(v_page_max, v_factor * (p.slots - COALESCE(u.n, 0)) + 8) END
+        SELECT p.name, CASE WHEN p.slots < 0 THEN LEAST(v_page_max, (v_factor * v_left + 1) DIV 2 + 8)
+                            ELSE LEAST(v_page_max, (v_factor * LEAST(p.slots - COALESCE(u.n, 0), v_left) + 1) DIV 2 + 8)
+                       END,
+               CASE WHEN p.slots >= 0 THEN p.slots - COALESCE(u.n, 0) END
         FROM pool p
         LEFT JOIN queue_tis_v3_used_pool u ON u.pool = p.name
         WHERE p.slots < 0 OR p.slots - COALESCE(u.n, 0) >= 1   -- an unknown pool has no row: never read
@@ -107,12 +112,13 @@ BEGIN
         dag_run_id BIGINT, dag_id VARCHAR(250), task_id VARCHAR(250), pool VARCHAR(250), pool_slots INT,
         executor VARCHAR(250));
     CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_pool (pool VARCHAR(250) PRIMARY KEY, n INT);
-    CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_run (dag_run_id BIGINT PRIMARY KEY, n INT);
+    -- (cap: the partition's limit; n >= cap means full, and the page skips its TIs.)
+    CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_run (dag_run_id BIGINT PRIMARY KEY, n INT, cap INT);
     CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_task (
-        dag_id VARCHAR(250), task_id VARCHAR(250), n INT, PRIMARY KEY (dag_id, task_id));
+        dag_id VARCHAR(250), task_id VARCHAR(250), n INT, cap INT, PRIMARY KEY (dag_id, task_id));
     CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_task_run (
-        dag_run_id BIGINT, task_id VARCHAR(250), n INT, PRIMARY KEY (dag_run_id, task_id));
-    CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_executor (executor VARCHAR(250) PRIMARY KEY, n INT);
+        dag_run_id BIGINT, task_id VARCHAR(250), n INT, cap INT, PRIMARY KEY (dag_run_id, task_id));
+    CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_used_executor (executor VARCHAR(250) PRIMARY KEY, n INT, cap INT);
     CREATE TEMPORARY TABLE IF NOT EXISTS queue_tis_v3_page (
         id BIGINT PRIMARY KEY, pool VARCHAR(250), priority_weight INT, run_after DATETIME(6), map_index INT,
         pool_slots INT, dag_run_id BIGINT, dag_id VARCHAR(250), task_id VARCHAR(250), executor VARCHAR(250));
@@ -149,14 +155,24 @@ BEGIN
       AND (ti.state <> 'deferred' OR COALESCE(p.include_deferred, FALSE));
     INSERT INTO queue_tis_v3_used_pool (pool, n)
     SELECT a.pool, SUM(a.pool_slots) FROM queue_tis_v3_active a GROUP BY a.pool;
-    INSERT INTO queue_tis_v3_used_run (dag_run_id, n)
-    SELECT a.dag_run_id, COUNT(*) FROM queue_tis_v3_active a GROUP BY a.dag_run_id;
-    INSERT INTO queue_tis_v3_used_task (dag_id, task_id, n)
-    SELECT a.dag_id, a.task_id, COUNT(*) FROM queue_tis_v3_active a GROUP BY a.dag_id, a.task_id;
-    INSERT INTO queue_tis_v3_used_task_run (dag_run_id, task_id, n)
-    SELECT a.dag_run_id, a.task_id, COUNT(*) FROM queue_tis_v3_active a GROUP BY a.dag_run_id, a.task_id;
-    INSERT INTO queue_tis_v3_used_executor (executor, n)
-    SELECT a.executor, COUNT(*) FROM queue_tis_v3_active a GROUP BY a.executor;
+    INSERT INTO queue_tis_v3_used_run (dag_run_id, n, cap)
+    SELECT a.dag_run_id, COUNT(*), MIN(d.max_active_tasks)
+    FROM queue_tis_v3_active a JOIN dag d ON d.dag_id = a.dag_id AND d.max_active_tasks IS NOT NULL
+    GROUP BY a.dag_run_id;
+    INSERT INTO queue_tis_v3_used_task (dag_id, task_id, n, cap)
+    SELECT a.dag_id, a.task_id, COUNT(*), MIN(t.max_active_tis_per_dag)
+    FROM queue_tis_v3_active a
+    JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dag IS NOT NULL
+    GROUP BY a.dag_id, a.task_id;
+    INSERT INTO queue_tis_v3_used_task_run (dag_run_id, task_id, n, cap)
+    SELECT a.dag_run_id, a.task_id, COUNT(*), MIN(t.max_active_tis_per_dagrun)
+    FROM queue_tis_v3_active a
+    JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dagrun IS NOT NULL
+    GROUP BY a.dag_run_id, a.task_id;
+    INSERT INTO queue_tis_v3_used_executor (executor, n, cap)
+    SELECT a.executor, COUNT(*), MIN(e.parallelism)
+    FROM queue_tis_v3_active a JOIN executor e ON e.name = a.executor AND e.parallelism IS NOT NULL
+    GROUP BY a.executor;
 
     batches: WHILE v_left > 0 AND NOT v_last DO
         -- 1. A page per pool with room.
@@ -164,7 +180,7 @@ BEGIN
         SET v_done = FALSE;
         OPEN c_pools;
         pools: LOOP
-            FETCH c_pools INTO v_pool, v_page;
+            FETCH c_pools INTO v_pool, v_page, v_free;
             IF v_done THEN
                 LEAVE pools;
             END IF;
@@ -180,6 +196,16 @@ BEGIN
                        AND (ti.run_after > k_after
                             OR (ti.run_after = k_after
                                 AND (ti.map_index > k_map OR (ti.map_index = k_map AND ti.id > k_id))))))
+              -- Skip what greedy refuses anyway, before it takes a row of the page: wider than the
+              -- pool's free slots, or in a run, task, (run, task) or executor already full.
+              AND (v_free IS NULL OR ti.pool_slots <= v_free)
+              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_run u
+                              WHERE u.dag_run_id = ti.dag_run_id AND u.n >= u.cap)
+              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task u
+                              WHERE u.dag_id = ti.dag_id AND u.task_id = ti.task_id AND u.n >= u.cap)
+              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task_run u
+                              WHERE u.dag_run_id = ti.dag_run_id AND u.task_id = ti.task_id AND u.n >= u.cap)
+              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_executor u WHERE u.executor = ti.executor AND u.n >= u.cap)
             ORDER BY ti.priority_weight DESC, ti.run_after, ti.map_index, ti.id
             LIMIT v_page;
             IF ROW_COUNT() = v_page THEN
@@ -310,18 +336,22 @@ BEGIN
         INSERT INTO queue_tis_v3_used_pool (pool, n)
         SELECT c.pool, SUM(c.pool_slots) FROM queue_tis_v3_cand c WHERE c.status = 'a' GROUP BY c.pool
         ON DUPLICATE KEY UPDATE n = n + VALUES(n);
-        INSERT INTO queue_tis_v3_used_run (dag_run_id, n)
-        SELECT c.dag_run_id, COUNT(*) FROM queue_tis_v3_cand c WHERE c.status = 'a' GROUP BY c.dag_run_id
+        -- (A partition new to these tables had nothing used: its cap is its free capacity.)
+        INSERT INTO queue_tis_v3_used_run (dag_run_id, n, cap)
+        SELECT c.dag_run_id, COUNT(*), MIN(c.free_r) FROM queue_tis_v3_cand c
+        WHERE c.status = 'a' AND c.free_r IS NOT NULL GROUP BY c.dag_run_id
         ON DUPLICATE KEY UPDATE n = n + VALUES(n);
-        INSERT INTO queue_tis_v3_used_task (dag_id, task_id, n)
-        SELECT c.dag_id, c.task_id, COUNT(*) FROM queue_tis_v3_cand c WHERE c.status = 'a' GROUP BY c.dag_id, c.task_id
+        INSERT INTO queue_tis_v3_used_task (dag_id, task_id, n, cap)
+        SELECT c.dag_id, c.task_id, COUNT(*), MIN(c.free_t) FROM queue_tis_v3_cand c
+        WHERE c.status = 'a' AND c.free_t IS NOT NULL GROUP BY c.dag_id, c.task_id
         ON DUPLICATE KEY UPDATE n = n + VALUES(n);
-        INSERT INTO queue_tis_v3_used_task_run (dag_run_id, task_id, n)
-        SELECT c.dag_run_id, c.task_id, COUNT(*) FROM queue_tis_v3_cand c WHERE c.status = 'a'
-        GROUP BY c.dag_run_id, c.task_id
+        INSERT INTO queue_tis_v3_used_task_run (dag_run_id, task_id, n, cap)
+        SELECT c.dag_run_id, c.task_id, COUNT(*), MIN(c.free_m) FROM queue_tis_v3_cand c
+        WHERE c.status = 'a' AND c.free_m IS NOT NULL GROUP BY c.dag_run_id, c.task_id
         ON DUPLICATE KEY UPDATE n = n + VALUES(n);
-        INSERT INTO queue_tis_v3_used_executor (executor, n)
-        SELECT c.executor, COUNT(*) FROM queue_tis_v3_cand c WHERE c.status = 'a' GROUP BY c.executor
+        INSERT INTO queue_tis_v3_used_executor (executor, n, cap)
+        SELECT c.executor, COUNT(*), MIN(c.free_e) FROM queue_tis_v3_cand c
+        WHERE c.status = 'a' AND c.free_e IS NOT NULL GROUP BY c.executor
         ON DUPLICATE KEY UPDATE n = n + VALUES(n);
 
         INSERT INTO queue_tis_v3_accepted (id) SELECT c.id FROM queue_tis_v3_cand c WHERE c.status = 'a';
@@ -329,7 +359,6 @@ BEGIN
         DELETE FROM queue_tis_v3_cand;
         -- Another batch means pruning or rejections ate this one: read deeper next time.
         SET v_factor = LEAST(v_factor * 2, 256);
-        SET v_page_max = LEAST(v_page_max * 2, 10000);
     END WHILE;
 
     UPDATE queue_tis_v3_accepted a

@@ -11,9 +11,10 @@
 --   * the decision over a batch is one walk in queue order over arrays indexed by small integer
 --     partition numbers (a greedy walk, literally), which stops at the max_tis-th accepted TI,
 --     instead of rounds of window passes;
---   * a page whose rows were mostly pruned (blocked by their own limit) is read deeper next
---     batch, up to 10,000 rows per pool whatever max_tis is, so blocked candidates cost rows
---     read, not batches.
+--   * the page of a pool skips, inside its index scan, the TIs greedy refuses anyway (wider than
+--     the pool's free slots, or in a run, task, (run, task) or executor that is full: a probe of
+--     the small used tables), so blocked candidates no longer fill pages and cost batches: they
+--     cost one index entry and a few probes each.
 -- Its statements are index probes and hash joins over the scratch tables; none hinges on a row
 -- estimate of task_instance (a surge of new runs with stale statistics keeps the same plans).
 --
@@ -33,8 +34,11 @@
 --  0. Used: one read of the active TIs (index task_instance_queue_pool, state leading), summed
 --     per pool, run, task, (run, task) and executor into scratch tables.
 --  1. Page: from every pool that still has room, its next candidates in queue order through the
---     index task_instance_queue_pool. Full pools are never read. A pool's page is page_factor
---     times its free slots + 8; factor and cap double with every further batch of the call.
+--     index task_instance_queue_pool, skipping TIs wider than its free slots and TIs of full
+--     partitions (exact: usage only grows during a call, so greedy refuses them). Full pools are
+--     never read. A pool's page is page_factor / 2 rows per free slot or per TI still to queue,
+--     whichever is less, + 8 (blocked rows no longer take page rows, so the default factor 2
+--     reads one row per slot; the factor doubles with every further batch of the call).
 --  2. Cut: where a pool's page was full, candidates beyond its last row are unknown, so the batch
 --     ends at the earliest such last row (in queue order). The next batch starts after it.
 --  3. Prune what is not a candidate and what greedy refuses anyway (a partition already full);
@@ -95,12 +99,13 @@ BEGIN
         -- Session-local scratch tables, emptied at commit; created once per connection (not
         -- v1's or v2's: a session may call all three). What is used, per partition, by its key.
         CREATE TEMP TABLE qt3_used_pool (pool text PRIMARY KEY, n int) ON COMMIT DELETE ROWS;
-        CREATE TEMP TABLE qt3_used_run (dag_run_id bigint PRIMARY KEY, n int) ON COMMIT DELETE ROWS;
-        CREATE TEMP TABLE qt3_used_task (dag_id text, task_id text, n int, PRIMARY KEY (dag_id, task_id))
+        -- (cap: the partition's limit; n >= cap means full, and the page skips its TIs.)
+        CREATE TEMP TABLE qt3_used_run (dag_run_id bigint PRIMARY KEY, n int, cap int) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE qt3_used_task (dag_id text, task_id text, n int, cap int, PRIMARY KEY (dag_id, task_id))
             ON COMMIT DELETE ROWS;
-        CREATE TEMP TABLE qt3_used_task_run (dag_run_id bigint, task_id text, n int, PRIMARY KEY (dag_run_id, task_id))
-            ON COMMIT DELETE ROWS;
-        CREATE TEMP TABLE qt3_used_executor (executor text PRIMARY KEY, n int) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE qt3_used_task_run (dag_run_id bigint, task_id text, n int, cap int,
+                                            PRIMARY KEY (dag_run_id, task_id)) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE qt3_used_executor (executor text PRIMARY KEY, n int, cap int) ON COMMIT DELETE ROWS;
         CREATE TEMP TABLE qt3_page (id bigint, pool text, priority_weight int, run_after timestamptz,
                                    map_index int, pool_slots int, dag_run_id bigint, dag_id text,
                                    task_id text, executor text, page int, n int, rn int) ON COMMIT DELETE ROWS;
@@ -131,21 +136,22 @@ BEGIN
         SELECT a.pool, sum(a.pool_slots)::int FROM a GROUP BY a.pool
     ), u_run AS (
         INSERT INTO qt3_used_run
-        SELECT a.dag_run_id, count(*) FROM a JOIN dag d ON d.dag_id = a.dag_id AND d.max_active_tasks IS NOT NULL
+        SELECT a.dag_run_id, count(*), min(d.max_active_tasks)
+        FROM a JOIN dag d ON d.dag_id = a.dag_id AND d.max_active_tasks IS NOT NULL
         GROUP BY a.dag_run_id
     ), u_task AS (
         INSERT INTO qt3_used_task
-        SELECT a.dag_id, a.task_id, count(*)
+        SELECT a.dag_id, a.task_id, count(*), min(t.max_active_tis_per_dag)
         FROM a JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dag IS NOT NULL
         GROUP BY a.dag_id, a.task_id
     ), u_task_run AS (
         INSERT INTO qt3_used_task_run
-        SELECT a.dag_run_id, a.task_id, count(*)
+        SELECT a.dag_run_id, a.task_id, count(*), min(t.max_active_tis_per_dagrun)
         FROM a JOIN task t ON t.dag_id = a.dag_id AND t.task_id = a.task_id AND t.max_active_tis_per_dagrun IS NOT NULL
         GROUP BY a.dag_run_id, a.task_id
     )
     INSERT INTO qt3_used_executor
-    SELECT a.executor, count(*) FROM a JOIN executor e ON e.name = a.executor AND e.parallelism IS NOT NULL
+    SELECT a.executor, count(*), min(e.parallelism) FROM a JOIN executor e ON e.name = a.executor AND e.parallelism IS NOT NULL
     GROUP BY a.executor;
 
     WHILE v_left > 0 AND NOT v_last LOOP
@@ -154,8 +160,10 @@ BEGIN
         SELECT x.*
         FROM (
             SELECT p.name,
-                   CASE WHEN p.slots < 0 THEN v_page_max
-                        ELSE least(v_page_max, v_factor * (p.slots - coalesce(u.n, 0)) + 8) END AS page
+                   CASE WHEN p.slots < 0 THEN least(v_page_max, (v_factor * v_left + 1) / 2 + 8)
+                        ELSE least(v_page_max, (v_factor * least(p.slots - coalesce(u.n, 0), v_left) + 1) / 2 + 8)
+                   END AS page,
+                   CASE WHEN p.slots >= 0 THEN p.slots - coalesce(u.n, 0) END AS free
             FROM pool p
             LEFT JOIN qt3_used_pool u ON u.pool = p.name
             WHERE p.slots < 0 OR p.slots - coalesce(u.n, 0) >= 1
@@ -170,6 +178,16 @@ BEGIN
                   AND (k_pw IS NULL
                        OR ti.priority_weight < k_pw
                        OR (ti.priority_weight = k_pw AND (ti.run_after, ti.map_index, ti.id) > (k_after, k_map, k_id)))
+                  -- Skip what greedy refuses anyway, before it takes a row of the page: wider than
+                  -- the pool's free slots, or in a run, task, (run, task) or executor already full.
+                  AND (op.free IS NULL OR ti.pool_slots <= op.free)
+                  AND NOT EXISTS (SELECT 1 FROM qt3_used_run u
+                                  WHERE u.dag_run_id = ti.dag_run_id AND u.n >= u.cap)
+                  AND NOT EXISTS (SELECT 1 FROM qt3_used_task u
+                                  WHERE u.dag_id = ti.dag_id AND u.task_id = ti.task_id AND u.n >= u.cap)
+                  AND NOT EXISTS (SELECT 1 FROM qt3_used_task_run u
+                                  WHERE u.dag_run_id = ti.dag_run_id AND u.task_id = ti.task_id AND u.n >= u.cap)
+                  AND NOT EXISTS (SELECT 1 FROM qt3_used_executor u WHERE u.executor = ti.executor AND u.n >= u.cap)
                 ORDER BY ti.priority_weight DESC, ti.run_after, ti.map_index, ti.id
                 LIMIT op.page
             ) y
@@ -229,11 +247,10 @@ BEGIN
         -- 4. The greedy walk over the batch, in queue order.
         v_batch := '{}';
         IF v_n > 0 THEN
-            SELECT array_agg(c.id ORDER BY c.rank), array_agg(c.pool_slots ORDER BY c.rank),
-                   array_agg(c.pk ORDER BY c.rank), array_agg(c.rk ORDER BY c.rank), array_agg(c.tk ORDER BY c.rank),
-                   array_agg(c.mk ORDER BY c.rank), array_agg(c.ek ORDER BY c.rank)
+            SELECT array_agg(c.id), array_agg(c.pool_slots), array_agg(c.pk), array_agg(c.rk), array_agg(c.tk),
+                   array_agg(c.mk), array_agg(c.ek)
             INTO a_id, a_slots, a_pk, a_rk, a_tk, a_mk, a_ek
-            FROM qt3_cand c;
+            FROM (SELECT * FROM qt3_cand ORDER BY rank) c;   -- one sort; the aggregates keep its order
             -- Partition k's free capacity at position k (the numbers are dense from 1).
             SELECT array_agg(x.f ORDER BY x.k) INTO f_p FROM (SELECT DISTINCT c.pk AS k, c.free_p AS f FROM qt3_cand c) x;
             SELECT array_agg(x.f ORDER BY x.k) INTO f_r FROM (SELECT DISTINCT c.rk AS k, c.free_r AS f FROM qt3_cand c) x;
@@ -265,25 +282,27 @@ BEGIN
             INSERT INTO qt3_used_pool AS u
             SELECT c.pool, sum(c.pool_slots)::int FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.pool
             ON CONFLICT ON CONSTRAINT qt3_used_pool_pkey DO UPDATE SET n = u.n + excluded.n;
+            -- (A partition new to these tables had nothing used: its cap is its free capacity.)
             INSERT INTO qt3_used_run AS u
-            SELECT c.dag_run_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.dag_run_id
+            SELECT c.dag_run_id, count(*), min(c.free_r) FROM qt3_cand c
+            WHERE c.id = ANY (v_batch) AND c.free_r IS NOT NULL GROUP BY c.dag_run_id
             ON CONFLICT ON CONSTRAINT qt3_used_run_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_task AS u
-            SELECT c.dag_id, c.task_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.dag_id, c.task_id
+            SELECT c.dag_id, c.task_id, count(*), min(c.free_t) FROM qt3_cand c
+            WHERE c.id = ANY (v_batch) AND c.free_t IS NOT NULL GROUP BY c.dag_id, c.task_id
             ON CONFLICT ON CONSTRAINT qt3_used_task_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_task_run AS u
-            SELECT c.dag_run_id, c.task_id, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch)
-            GROUP BY c.dag_run_id, c.task_id
+            SELECT c.dag_run_id, c.task_id, count(*), min(c.free_m) FROM qt3_cand c
+            WHERE c.id = ANY (v_batch) AND c.free_m IS NOT NULL GROUP BY c.dag_run_id, c.task_id
             ON CONFLICT ON CONSTRAINT qt3_used_task_run_pkey DO UPDATE SET n = u.n + excluded.n;
             INSERT INTO qt3_used_executor AS u
-            SELECT c.executor, count(*) FROM qt3_cand c WHERE c.id = ANY (v_batch) GROUP BY c.executor
+            SELECT c.executor, count(*), min(c.free_e) FROM qt3_cand c
+            WHERE c.id = ANY (v_batch) AND c.free_e IS NOT NULL GROUP BY c.executor
             ON CONFLICT ON CONSTRAINT qt3_used_executor_pkey DO UPDATE SET n = u.n + excluded.n;
         END IF;
         DELETE FROM qt3_cand;
-        -- Another batch means pruning or refusals ate this one: read deeper next time, up to
-        -- 10,000 rows per pool whatever max_tis is (blocked candidates cost rows, not batches).
+        -- Another batch means pruning or refusals ate this one: read deeper next time.
         v_factor := least(v_factor * 2, 256);
-        v_page_max := least(v_page_max * 2, 10000);
     END LOOP;
 
     RETURN QUERY
