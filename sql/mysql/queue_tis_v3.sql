@@ -49,6 +49,10 @@ BEGIN
     DECLARE v_pool       VARCHAR(250);
     DECLARE v_page       INT;
     DECLARE v_free       INT;            -- the pool's free slots (NULL: unlimited)
+    DECLARE f_run        BOOLEAN;        -- some partition of this kind is full
+    DECLARE f_task       BOOLEAN;
+    DECLARE f_task_run   BOOLEAN;
+    DECLARE f_executor   BOOLEAN;
     -- keyset cursor: the batch starts after this key of the queue order (NULL: the beginning)
     DECLARE k_pw INT;
     DECLARE k_after DATETIME(6);
@@ -175,6 +179,13 @@ BEGIN
     GROUP BY a.executor;
 
     batches: WHILE v_left > 0 AND NOT v_last DO
+        -- Which kinds of limit have a full partition now (the page probes only those).
+        SELECT EXISTS (SELECT 1 FROM queue_tis_v3_used_run u WHERE u.n >= u.cap),
+               EXISTS (SELECT 1 FROM queue_tis_v3_used_task u WHERE u.n >= u.cap),
+               EXISTS (SELECT 1 FROM queue_tis_v3_used_task_run u WHERE u.n >= u.cap),
+               EXISTS (SELECT 1 FROM queue_tis_v3_used_executor u WHERE u.n >= u.cap)
+        INTO f_run, f_task, f_task_run, f_executor;
+
         -- 1. A page per pool with room.
         SET c_pw = NULL, c_after = NULL, c_map = NULL, c_id = NULL;
         SET v_done = FALSE;
@@ -199,13 +210,16 @@ BEGIN
               -- Skip what greedy refuses anyway, before it takes a row of the page: wider than the
               -- pool's free slots, or in a run, task, (run, task) or executor already full.
               AND (v_free IS NULL OR ti.pool_slots <= v_free)
-              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_run u
-                              WHERE u.dag_run_id = ti.dag_run_id AND u.n >= u.cap)
-              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task u
-                              WHERE u.dag_id = ti.dag_id AND u.task_id = ti.task_id AND u.n >= u.cap)
-              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task_run u
-                              WHERE u.dag_run_id = ti.dag_run_id AND u.task_id = ti.task_id AND u.n >= u.cap)
-              AND NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_executor u WHERE u.executor = ti.executor AND u.n >= u.cap)
+              -- (A kind with no full partition is not probed at all.)
+              AND (NOT f_run OR NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_run u
+                                            WHERE u.dag_run_id = ti.dag_run_id AND u.n >= u.cap))
+              AND (NOT f_task OR NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task u
+                                             WHERE u.dag_id = ti.dag_id AND u.task_id = ti.task_id AND u.n >= u.cap))
+              AND (NOT f_task_run OR NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_task_run u
+                                                 WHERE u.dag_run_id = ti.dag_run_id AND u.task_id = ti.task_id
+                                                   AND u.n >= u.cap))
+              AND (NOT f_executor OR NOT EXISTS (SELECT 1 FROM queue_tis_v3_used_executor u
+                                                 WHERE u.executor = ti.executor AND u.n >= u.cap))
             ORDER BY ti.priority_weight DESC, ti.run_after, ti.map_index, ti.id
             LIMIT v_page;
             IF ROW_COUNT() = v_page THEN
