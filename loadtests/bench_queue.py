@@ -1,19 +1,32 @@
-"""Benchmark of the critical section (queue_tis_v1).
+"""Benchmark of the critical section (queue_tis, the version the named query calls, or --version N).
 
-    python loadtests/bench_queue.py [--database-url URL] [--sizes 10000,100000,1000000]
+    python loadtests/bench_queue.py [--database-url URL] [--version N]
+        [--workloads sizes,small,blocked,surge,starvation] [--sizes 10000,100000,1000000]
+        [--blocked 5000,500000] [--latency-calls 50] [--drain-seconds 30]
 
-For each backlog size: N scheduled TIs over 1,000 running dag runs (50 DAGs) and 20 pools,
-mixed priorities, every limit in play (pool slots with pool_slots 1-3 and include_deferred,
-max_active_tasks, max_active_tis_per_dag, max_active_tis_per_dagrun on mapped tasks,
-executor parallelism). It measures
-  * latency of one call at max_tis=512 with the backlog held steady (p50, p99);
-  * drain throughput: call after call, every queued TI completes before the next call, so
-    capacity frees; TIs queued per second of queue_tis time and of wall time (30 s at most);
-  * the two Airflow starvation cases: calls until the runnable work is queued.
-Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB) and prints a
-table. Without --database-url it uses a throw-away embedded PostgreSQL; with
---database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the database is created when
-missing). The data and the calls are the same on both dialects; only the set-up SQL differs.
+Workloads (issue 11's targets in parentheses; every figure is printed with the machine's load
+average beside it, since a shared machine changes them several times over):
+  * sizes: for each backlog size, N scheduled TIs over 1,000 running dag runs (50 DAGs) and 20
+    pools, mixed priorities, every limit in play (pool slots with pool_slots 1-3 and
+    include_deferred, max_active_tasks, max_active_tis_per_dag, max_active_tis_per_dagrun on
+    mapped tasks, executor parallelism). Latency of one call at max_tis=512 with the backlog
+    held steady (p50, p99), then drain: call after call, every queued TI completes before the
+    next call, p50/p99 per call and TIs queued per second of queue_tis time and of wall time
+    (30 s at most) (target 3: >= 20,000 TIs/s, p50 <= 25 ms at 100k; 1M within 2x);
+  * small: 50,000 scheduled TIs, 1,000 runs, every pool filled with running TIs until at most 2
+    slots are free, calls at max_tis=32 (target 1: p50 <= 3 ms);
+  * blocked: --blocked N TIs at priority 100 ahead of 20,000 runnable ones, in open pools, each
+    blocked by its own limit (run at max_active_tasks, task at max_active_tis_per_dag, or
+    pool_slots equal to the pool's slots while the pool has a running TI), calls at max_tis=32
+    (target 2: p50 <= 5 ms, 500,000 within 2x of 5,000);
+  * surge: 1,000 runs and 50,000 TIs replaced by new ones without refreshing statistics, then
+    drained (item 6);
+  * starvation: the two Airflow starvation cases: calls until the runnable work is queued.
+Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB; --out) and
+prints one line per measurement. Without --database-url it uses a throw-away embedded
+PostgreSQL; with --database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the
+database is created when missing; its engine tables are emptied). The data and the calls are the
+same on both dialects; only the set-up SQL differs.
 """
 from __future__ import annotations
 
