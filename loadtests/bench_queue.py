@@ -1,23 +1,37 @@
-"""Benchmark of the critical section (queue_tis_v1).
+"""Benchmark of the critical section (queue_tis, the version the named query calls, or --version N).
 
-    python loadtests/bench_queue.py [--database-url URL] [--sizes 10000,100000,1000000]
+    python loadtests/bench_queue.py [--database-url URL] [--version N]
+        [--workloads sizes,small,blocked,surge,starvation] [--sizes 10000,100000,1000000]
+        [--blocked 5000,500000] [--latency-calls 50] [--drain-seconds 30]
 
-For each backlog size: N scheduled TIs over 1,000 running dag runs (50 DAGs) and 20 pools,
-mixed priorities, every limit in play (pool slots with pool_slots 1-3 and include_deferred,
-max_active_tasks, max_active_tis_per_dag, max_active_tis_per_dagrun on mapped tasks,
-executor parallelism). It measures
-  * latency of one call at max_tis=512 with the backlog held steady (p50, p99);
-  * drain throughput: call after call, every queued TI completes before the next call, so
-    capacity frees; TIs queued per second of queue_tis time and of wall time (30 s at most);
-  * the two Airflow starvation cases: calls until the runnable work is queued.
-Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB) and prints a
-table. Without --database-url it uses a throw-away embedded PostgreSQL; with
---database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the database is created when
-missing). The data and the calls are the same on both dialects; only the set-up SQL differs.
+Workloads (issue 11's targets in parentheses; every figure is printed with the machine's load
+average beside it, since a shared machine changes them several times over):
+  * sizes: for each backlog size, N scheduled TIs over 1,000 running dag runs (50 DAGs) and 20
+    pools, mixed priorities, every limit in play (pool slots with pool_slots 1-3 and
+    include_deferred, max_active_tasks, max_active_tis_per_dag, max_active_tis_per_dagrun on
+    mapped tasks, executor parallelism). Latency of one call at max_tis=512 with the backlog
+    held steady (p50, p99), then drain: call after call, every queued TI completes before the
+    next call, p50/p99 per call and TIs queued per second of queue_tis time and of wall time
+    (30 s at most) (target 3: >= 20,000 TIs/s, p50 <= 25 ms at 100k; 1M within 2x);
+  * small: 50,000 scheduled TIs, 1,000 runs, every pool filled with running TIs until at most 2
+    slots are free, calls at max_tis=32 (target 1: p50 <= 3 ms);
+  * blocked: --blocked N TIs at priority 100 ahead of 20,000 runnable ones, in open pools, each
+    blocked by its own limit (run at max_active_tasks, task at max_active_tis_per_dag, or
+    pool_slots equal to the pool's slots while the pool has a running TI), calls at max_tis=32
+    (target 2: p50 <= 5 ms, 500,000 within 2x of 5,000);
+  * surge: 1,000 runs and 50,000 TIs replaced by new ones without refreshing statistics, then
+    drained (item 6);
+  * starvation: the two Airflow starvation cases: calls until the runnable work is queued.
+Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB; --out) and
+prints one line per measurement. Without --database-url it uses a throw-away embedded
+PostgreSQL; with --database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the
+database is created when missing; its engine tables are emptied). The data and the calls are the
+same on both dialects; only the set-up SQL differs.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import statistics
 import sys
@@ -124,10 +138,20 @@ def setup_sql(eng, pools: int, dags: int, tasks: int, runs: int, n: int) -> str:
     return SETUP.format(pools=pools, dags=dags, tasks=tasks, runs=runs, n=n)
 
 
+VERSION: int | None = None  # --version: queue_tis_v<N> instead of the named query
+VERSION_CALL = {"postgresql": "SELECT * FROM queue_tis_v{v}(:max_tis, :job_id, :now)",
+                "mysql": "CALL queue_tis_v{v}(:max_tis, :job_id, :now, 2)"}
+
+
 def call(eng, max_tis: int) -> tuple[list[int], float]:
     t0 = time.perf_counter()
     with eng.begin() as c:
-        ids = [r.ti_id for r in db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None)]
+        if VERSION is None:
+            rows = db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None)
+        else:
+            rows = c.execute(sa.text(VERSION_CALL[db.dialect_dir(eng)].format(v=VERSION)),
+                             {"max_tis": max_tis, "job_id": None, "now": None}).all()
+        ids = [r.ti_id for r in rows]
     return ids, time.perf_counter() - t0
 
 
@@ -145,16 +169,23 @@ def set_state(eng, ids: list[int], state: str, clear_queued: bool = False) -> No
         c.execute(stmt, {"s": state, "ids": ids})
 
 
-def latency(eng, n: int, calls: int) -> dict:
+def latency(eng, n: int, calls: int, max_tis: int = 512) -> dict:
     """Backlog held at n: what a call queues is put back to scheduled afterwards."""
     times = []
+    queued = 0
     for _ in range(calls):
-        ids, dt = call(eng, 512)
+        ids, dt = call(eng, max_tis)
+        queued += len(ids)
         times.append(dt)
         set_state(eng, ids, "scheduled", clear_queued=True)
     times.sort()
     return {"calls": calls, "queued_per_call": len(ids), "p50_ms": round(statistics.median(times) * 1000, 1),
-            "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1)}
+            "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1),
+            "tis_per_s": round(queued / sum(times)) if times else 0, "load": load()}
+
+
+def load() -> str:
+    return "%.2f %.2f %.2f" % os.getloadavg()
 
 
 def drain(eng, seconds: float) -> dict:
@@ -162,8 +193,10 @@ def drain(eng, seconds: float) -> dict:
     in_calls = 0.0
     start = time.perf_counter()
     calls = 0
+    times = []
     while time.perf_counter() - start < seconds:
         ids, dt = call(eng, 512)
+        times.append(dt)
         calls += 1
         in_calls += dt
         queued += len(ids)
@@ -171,8 +204,158 @@ def drain(eng, seconds: float) -> dict:
             break
         set_state(eng, ids, "success")  # the emulated workers finish everything at once
     wall = time.perf_counter() - start
-    return {"calls": calls, "queued": queued, "tis_per_s_in_queue_tis": round(queued / in_calls),
+    times.sort()
+    return {"calls": calls, "queued": queued, "tis_per_s_in_queue_tis": round(queued / in_calls), "load": load(),
+            "p50_ms": round(statistics.median(times) * 1000, 1),
+            "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1),
             "tis_per_s_wall": round(queued / wall), "seconds": round(wall, 1)}
+
+
+# Workload "small" (issue 11, target 1): 50,000 scheduled TIs over 1,000 running runs, every
+# pool filled with running TIs (in id order) until at most 2 of its slots are free, so that a call
+# can queue only ~30-40 TIs; calls at max_tis=32, what a call queues is put back.
+FILL_POOLS = {
+    "postgresql": """
+        UPDATE task_instance ti SET state = 'running', queued_at = now(), start_date = now()
+        FROM (SELECT t.id, sum(t.pool_slots) OVER (PARTITION BY t.pool ORDER BY t.id) AS cum FROM task_instance t) x,
+             pool p
+        WHERE ti.id = x.id AND p.name = ti.pool AND x.cum <= p.slots - 2;
+        ANALYZE;""",
+    "mysql": """
+        CREATE TEMPORARY TABLE bench_fill AS
+        SELECT x.id FROM (SELECT t.id, t.pool, SUM(t.pool_slots) OVER (PARTITION BY t.pool ORDER BY t.id) AS cum
+                          FROM task_instance t) x JOIN pool p ON p.name = x.pool WHERE x.cum <= p.slots - 2;
+        UPDATE task_instance ti JOIN bench_fill f ON f.id = ti.id
+        SET ti.state = 'running', ti.queued_at = UTC_TIMESTAMP(6), ti.start_date = UTC_TIMESTAMP(6);
+        DROP TEMPORARY TABLE bench_fill;
+        ANALYZE TABLE task_instance;""",
+}
+
+# Workload "blocked" (target 2): on top of 20,000 runnable scheduled TIs (priorities 1-8), N TIs
+# at priority 100, in open pools, each blocked by its own limit: a third in a run whose DAG has
+# max_active_tasks 1 and one running TI, a third of tasks at max_active_tis_per_dag 1 with one
+# running TI each, a third of tasks whose pool_slots equal their pool's slots (the pool has a
+# running TI, so they never fit). One DAG per kind, 20 tasks each (one per pool).
+BLOCKED = {
+    "postgresql": """
+        INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES ('blk_run', 'bench', 1), ('blk_task', 'bench', NULL),
+            ('blk_wide', 'bench', NULL);
+        INSERT INTO task (dag_id, task_id, kind, bash_command, pool, pool_slots, max_active_tis_per_dag)
+        SELECT k.dag_id, 'p' || g, 'bash', 'true', 'pool' || g,
+               CASE WHEN k.dag_id = 'blk_wide' THEN 40 + 10 * mod(g, 5) ELSE 1 END,
+               CASE WHEN k.dag_id = 'blk_task' THEN 1 END
+        FROM (VALUES ('blk_run'), ('blk_task'), ('blk_wide')) k(dag_id), generate_series(0, {pools} - 1) g;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT k.dag_id, 'b0', 'manual', 'running', timestamptz '2025-12-31', now()
+        FROM (VALUES ('blk_run'), ('blk_task'), ('blk_wide')) k(dag_id);
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, -1, 'running', 100, t.pool, t.pool_slots, 'default', 'default',
+               r.run_after
+        FROM dag_run r JOIN task t ON t.dag_id = r.dag_id
+        WHERE r.dag_id = 'blk_task' OR (r.dag_id = 'blk_run' AND t.task_id = 'p0');
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, i / ({pools} * 3), 'scheduled', 100, t.pool, t.pool_slots,
+               'default', 'default', r.run_after
+        FROM generate_series(0, {n} - 1) i
+        JOIN dag_run r ON r.dag_id = (ARRAY['blk_run', 'blk_task', 'blk_wide'])[1 + mod(i, 3)]
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = 'p' || mod(i / 3, {pools});
+        ANALYZE;""",
+    "mysql": """
+        INSERT INTO dag (dag_id, fileloc, max_active_tasks) VALUES ('blk_run', 'bench', 1), ('blk_task', 'bench', NULL),
+            ('blk_wide', 'bench', NULL);
+        INSERT INTO task (dag_id, task_id, kind, bash_command, pool, pool_slots, max_active_tis_per_dag)
+        SELECT k.dag_id, CONCAT('p', g.i - 1), 'bash', 'true', CONCAT('pool', g.i - 1),
+               CASE WHEN k.dag_id = 'blk_wide' THEN 40 + 10 * MOD(g.i - 1, 5) ELSE 1 END,
+               CASE WHEN k.dag_id = 'blk_task' THEN 1 END
+        FROM (SELECT 'blk_run' AS dag_id UNION ALL SELECT 'blk_task' UNION ALL SELECT 'blk_wide') k, {seq_pools} g;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT k.dag_id, 'b0', 'manual', 'running', TIMESTAMP '2025-12-31 00:00:00', UTC_TIMESTAMP(6)
+        FROM (SELECT 'blk_run' AS dag_id UNION ALL SELECT 'blk_task' UNION ALL SELECT 'blk_wide') k;
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, -1, 'running', 100, t.pool, t.pool_slots, 'default', 'default',
+               r.run_after
+        FROM dag_run r JOIN task t ON t.dag_id = r.dag_id
+        WHERE r.dag_id = 'blk_task' OR (r.dag_id = 'blk_run' AND t.task_id = 'p0');
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, (s.i - 1) DIV ({pools} * 3), 'scheduled', 100, t.pool, t.pool_slots,
+               'default', 'default', r.run_after
+        FROM {seq_n} s
+        JOIN dag_run r ON r.dag_id = ELT(1 + MOD(s.i - 1, 3), 'blk_run', 'blk_task', 'blk_wide')
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = CONCAT('p', MOD((s.i - 1) DIV 3, {pools}));
+        ANALYZE TABLE task_instance, dag_run, task, dag;""",
+}
+
+
+# Workload "surge" (issue 11, item 6): the world of "sizes" at 50,000 TIs is loaded and ANALYZEd,
+# then every run and TI is deleted and 1,000 new runs with 50,000 new scheduled TIs are created,
+# WITHOUT refreshing statistics (autovacuum off on those tables meanwhile, PostgreSQL); then
+# queue_tis drains them (max_tis=512, every queued TI completes before the next call).
+SURGE = {
+    "postgresql": """
+        ALTER TABLE task_instance SET (autovacuum_enabled = false);
+        ALTER TABLE dag_run SET (autovacuum_enabled = false);
+        DELETE FROM task_instance;
+        DELETE FROM dag_run;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT 'dag' || mod(g, {dags}), 'surge' || g, 'manual', 'running',
+               timestamptz '2026-02-01' + g * interval '1 minute', now()
+        FROM generate_series(0, {runs} - 1) g;
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, i / ({runs} * {tasks}), 'scheduled', 1 + (hashtext(t.task_id || r.dag_id) & 7),
+               t.pool, t.pool_slots, 'default', 'default', r.run_after
+        FROM generate_series(0, {n} - 1) i
+        JOIN dag_run r ON r.run_id = 'surge' || mod(i, {runs})
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = 't' || mod(i / {runs}, {tasks});""",
+    "mysql": """
+        DELETE FROM task_instance;
+        DELETE FROM dag_run;
+        INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, created_at)
+        SELECT CONCAT('dag', MOD(g.i - 1, {dags})), CONCAT('surge', g.i - 1), 'manual', 'running',
+               TIMESTAMP '2026-02-01 00:00:00' + INTERVAL (g.i - 1) MINUTE, UTC_TIMESTAMP(6)
+        FROM {seq_runs} g;
+        INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, pool,
+                                   pool_slots, queue, executor, run_after)
+        SELECT r.id, r.dag_id, r.run_id, t.task_id, (s.i - 1) DIV ({runs} * {tasks}), 'scheduled',
+               1 + (CRC32(CONCAT(t.task_id, r.dag_id)) & 7), t.pool, t.pool_slots, 'default', 'default', r.run_after
+        FROM {seq_n} s
+        JOIN dag_run r ON r.run_id = CONCAT('surge', MOD(s.i - 1, {runs}))
+        JOIN task t ON t.dag_id = r.dag_id AND t.task_id = CONCAT('t', MOD((s.i - 1) DIV {runs}, {tasks}));""",
+}
+SURGE_END = {"postgresql": """
+        ALTER TABLE task_instance RESET (autovacuum_enabled);
+        ALTER TABLE dag_run RESET (autovacuum_enabled);""", "mysql": "SELECT 1"}
+
+
+def workload_surge(eng, seconds: float) -> dict:
+    setup(eng, 50_000)
+    dialect = db.dialect_dir(eng)
+    with eng.begin() as c:
+        script(c, SURGE[dialect].format(dags=DAGS, runs=RUNS, tasks=TASKS, n=50_000, seq_runs=seq(RUNS), seq_n=seq(50_000)))
+    try:
+        dr = drain(eng, seconds)
+    finally:
+        with eng.begin() as c:
+            script(c, SURGE_END[dialect])
+    return {"drain": dr}
+
+
+def workload_small(eng, calls: int) -> dict:
+    load_s = setup(eng, 50_000)
+    with eng.begin() as c:
+        script(c, FILL_POOLS[db.dialect_dir(eng)])
+    return {"load_s": round(load_s, 1), "latency": latency(eng, 50_000, calls, max_tis=32)}
+
+
+def workload_blocked(eng, n: int, calls: int) -> dict:
+    load_s = setup(eng, 20_000)
+    with eng.begin() as c:
+        script(c, BLOCKED[db.dialect_dir(eng)].format(pools=POOLS, n=n, seq_pools=seq(POOLS), seq_n=seq(n)))
+    return {"load_s": round(load_s, 1), "latency": latency(eng, n, calls, max_tis=32)}
 
 
 # The two Airflow starvation cases, per dialect ({seq_x}: see seq()).
@@ -251,15 +434,23 @@ def starvation(eng) -> dict:
 
 
 def main() -> int:
+    global VERSION
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--database-url", help="a PostgreSQL or MySQL/MariaDB database to use (its engine tables are "
                                            "emptied!)")
+    ap.add_argument("--workloads", default="sizes,small,blocked,starvation",
+                    help="comma-separated: sizes (latency at 512 and drain per --sizes), small (target 1), "
+                         "blocked (target 2, per --blocked), surge (item 6), starvation")
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--blocked", default="5000,500000", help="blocked TIs ahead of the runnable ones")
+    ap.add_argument("--version", type=int, help="call queue_tis_v<N> (default: the named query, the newest)")
     ap.add_argument("--latency-calls", type=int, default=50)
     ap.add_argument("--drain-seconds", type=float, default=30)
     ap.add_argument("--out", help="results file (default loadtests/results/bench_queue.json, "
                                    "bench_queue_mysql.json on MySQL/MariaDB)")
     args = ap.parse_args()
+    VERSION = args.version
+    work = set(args.workloads.split(","))
     url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")), announce=False)
     eng = db.make_engine(url)
     db.ensure_database(eng)
@@ -272,28 +463,46 @@ def main() -> int:
             server = f"MariaDB {server}" if "mariadb" in server.lower() else f"MySQL {server}"
         else:
             server = "PostgreSQL " + c.execute(sa.text("SHOW server_version")).scalar()
-    results = {"server": server, "sizes": {}}
-    for n in [int(s) for s in args.sizes.split(",")]:
-        load_s = setup(eng, n)
-        lat = latency(eng, n, args.latency_calls)
-        dr = drain(eng, args.drain_seconds)
-        results["sizes"][n] = {"load_s": round(load_s, 1), "latency": lat, "drain": dr}
-        print(f"backlog {n:>9,}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms per call of 512; "
-              f"drain {dr['tis_per_s_in_queue_tis']:,} TIs/s in queue_tis ({dr['tis_per_s_wall']:,}/s wall)", flush=True)
-    results["starvation"] = starvation(eng)
+    fn = f"queue_tis_v{VERSION}" if VERSION else "queue_tis (named query)"
+    print(f"{server}, {fn}, load average {load()} at start", flush=True)
+    results = {"server": server, "function": fn, "sizes": {}, "blocked": {}}
+    if "small" in work:
+        r = results["small"] = workload_small(eng, args.latency_calls)
+        lat = r["latency"]
+        print(f"small passes (50,000 scheduled, pools nearly full, max_tis=32): p50 {lat['p50_ms']} ms, "
+              f"p99 {lat['p99_ms']} ms, {lat['queued_per_call']} queued per call, {lat['tis_per_s']:,} TIs/s "
+              f"[load {lat['load']}]", flush=True)
+    if "blocked" in work:
+        for n in [int(x) for x in args.blocked.split(",")]:
+            r = results["blocked"][n] = workload_blocked(eng, n, args.latency_calls)
+            lat = r["latency"]
+            print(f"blocked {n:>9,} ahead (20,000 runnable, max_tis=32): p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+                  f"{lat['queued_per_call']} queued per call, {lat['tis_per_s']:,} TIs/s [load {lat['load']}]", flush=True)
+    if "surge" in work:
+        r = results["surge"] = workload_surge(eng, max(args.drain_seconds, 120))
+        dr = r["drain"]
+        print(f"surge (1,000 runs and 50,000 TIs replaced, statistics not refreshed, max_tis=512): "
+              f"{dr['queued']:,} queued in {dr['seconds']} s, {dr['calls']} calls, p50 {dr['p50_ms']} ms, "
+              f"p99 {dr['p99_ms']} ms, {dr['tis_per_s_in_queue_tis']:,} TIs/s in queue_tis [load {dr['load']}]", flush=True)
+    if "sizes" in work:
+        for n in [int(x) for x in args.sizes.split(",")]:
+            load_s = setup(eng, n)
+            lat = latency(eng, n, args.latency_calls)
+            dr = drain(eng, args.drain_seconds)
+            results["sizes"][n] = {"load_s": round(load_s, 1), "latency": lat, "drain": dr}
+            print(f"backlog {n:>9,}: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms per call of 512 [load {lat['load']}]; "
+                  f"drain p50 {dr['p50_ms']} ms, p99 {dr['p99_ms']} ms, {dr['tis_per_s_in_queue_tis']:,} TIs/s in "
+                  f"queue_tis ({dr['tis_per_s_wall']:,}/s wall) [load {dr['load']}]", flush=True)
+    if "starvation" in work:
+        results["starvation"] = starvation(eng)
+        s = results["starvation"]
+        print(f"Airflow 45636: one call queued {s['airflow_45636']['queued_pool_a']} of pool A, "
+              f"{s['airflow_45636']['queued_pool_b']} of pool B ({s['airflow_45636']['ms']} ms)")
+        print(f"Airflow 18131: one call queued {s['airflow_18131']['queued_dag_a']} of dag_a, "
+              f"{s['airflow_18131']['queued_others']} of the others ({s['airflow_18131']['ms']} ms)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
-    print()
-    print(f"{'backlog':>10} | {'p50 ms':>7} | {'p99 ms':>7} | {'drain TIs/s (queue_tis)':>24} | {'drain TIs/s (wall)':>18}")
-    for n, r in results["sizes"].items():
-        print(f"{n:>10,} | {r['latency']['p50_ms']:>7} | {r['latency']['p99_ms']:>7} | "
-              f"{r['drain']['tis_per_s_in_queue_tis']:>24,} | {r['drain']['tis_per_s_wall']:>18,}")
-    s = results["starvation"]
-    print(f"Airflow 45636: one call queued {s['airflow_45636']['queued_pool_a']} of pool A, "
-          f"{s['airflow_45636']['queued_pool_b']} of pool B ({s['airflow_45636']['ms']} ms)")
-    print(f"Airflow 18131: one call queued {s['airflow_18131']['queued_dag_a']} of dag_a, "
-          f"{s['airflow_18131']['queued_others']} of the others ({s['airflow_18131']['ms']} ms)")
-    print(f"results: {args.out} ({results['server']})")
+    print(f"results: {args.out}; load average {load()} at the end")
     eng.dispose()
     return 0
 

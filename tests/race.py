@@ -1,7 +1,7 @@
 """Real processes racing the real database on queue_tis (used by the test and the soak).
 
 Schedulers call queue_tis in a loop, each a given version (a rolling upgrade runs schedulers of
-two releases at once: queue_tis_v1 and queue_tis_v2 share the lock row); completers claim and
+several releases at once: queue_tis_v1, v2 and v3 share the lock row); completers claim and
 finish what was queued (through the named queries claim_tis / finish_ti). After every step each
 process checks the invariant in SQL: no row of limit_usage has used > cap. Every queued TI id is
 recorded to check none is queued twice.

@@ -1,6 +1,7 @@
-"""Each limit on its own, and Airflow's starvation cases, against queue_tis_v1 (still installed
-for schedulers of the previous release) and queue_tis_v2; then what only v2 gets right: ids with
-dots, and TIs that nobody can run (unknown pool or executor, removed task or DAG)."""
+"""Each limit on its own, and Airflow's starvation cases, against queue_tis_v1 and queue_tis_v2
+(still installed for schedulers of earlier releases) and queue_tis_v3; then what only v2 and
+later get right (through the named query, v3): ids with dots, and TIs that nobody can run
+(unknown pool or executor, removed task or DAG)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -34,9 +35,9 @@ def tis_of(n, start=1, **kw):
     return out
 
 
-@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+@pytest.fixture(params=[1, 2, 3], ids=["v1", "v2", "v3"])
 def version(request) -> int:
-    """The queue_tis version under test: both must pass the cases with dot-free ids."""
+    """The queue_tis version under test: each must pass the cases with dot-free ids."""
     return request.param
 
 

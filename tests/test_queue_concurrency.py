@@ -1,9 +1,9 @@
 """Schedulers call queue_tis at once while two completers claim and finish: no limit is ever
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
-Also a rolling upgrade (schedulers of the previous release calling queue_tis_v1 beside new ones
-calling queue_tis_v2, one database), and the new version alone on ids that collide when joined
-with '.'."""
+Also a rolling upgrade (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
+beside new ones calling queue_tis_v3, one database), and the new version alone on ids that
+collide when joined with '.'."""
 import pytest
 import sqlalchemy as sa
 
@@ -11,7 +11,7 @@ from tests.race import race, setup_world
 
 CASES = {
     "current": dict(versions=(None,), dotted=False),
-    "v1-and-v2": dict(versions=(1, 2), dotted=False),
+    "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 

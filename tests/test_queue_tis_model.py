@@ -1,8 +1,8 @@
 """queue_tis queues exactly the greedy set of the reference model, call after call.
 
-queue_tis_v1 (still installed for schedulers of the previous release) on worlds with dot-free
-ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (the
-named query) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
+queue_tis_v1 (still installed for schedulers of earlier releases) on worlds with dot-free
+ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (still
+installed) and queue_tis_v3 (the named query) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
 'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import db
 from tests.reference import TI, World, greedy
 from tests.world import load_world, queue
 
@@ -78,16 +79,27 @@ def _usage(eng) -> dict:
     return {tuple(r[:6]): (r.cap, r.used) for r in rows}
 
 
-@pytest.mark.parametrize("version", [1, None], ids=["v1", "current"])
+# queue_tis_v3 with page_factor 0: every pool's page is 8 rows, so a call decides batch after
+# batch and charges what it took between them (the path small worlds rarely reach otherwise).
+SMALL_PAGES = {"postgresql": "SELECT * FROM queue_tis_v3(:max_tis, NULL, NULL, 0)",
+               "mysql": "CALL queue_tis_v3(:max_tis, NULL, NULL, 0)"}
+
+
+def _queue_small_pages(eng, max_tis: int) -> list[int]:
+    with db.connect(eng) as c:
+        return [r.ti_id for r in c.execute(sa.text(SMALL_PAGES[db.dialect_dir(c)]), {"max_tis": max_tis}).all()]
+
+
+@pytest.mark.parametrize("version", [1, 2, None, "v3-small-pages"], ids=["v1", "v2", "current", "v3-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_matches_the_greedy_model(eng, version, max_tis, data):
-    w = data.draw(worlds(dotted=version is None), label="world")
+    w = data.draw(worlds(dotted=version != 1), label="world")
     load_world(eng, w)
     for _ in range(3):
         expected = greedy(w, max_tis)
         before = _usage(eng)
-        got = queue(eng, max_tis, version)
+        got = _queue_small_pages(eng, max_tis) if version == "v3-small-pages" else queue(eng, max_tis, version)
         assert sorted(got) == sorted(expected)
         # The invariant, whatever the model says: no partition grows past its cap (a world may
         # start over a cap, e.g. queued TIs in a 0-slot pool: those must not grow).

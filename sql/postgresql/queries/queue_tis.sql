@@ -1,1 +1,1 @@
-SELECT * FROM queue_tis_v2(:max_tis, :job_id, :now)
+SELECT * FROM queue_tis_v3(:max_tis, :job_id, :now)
