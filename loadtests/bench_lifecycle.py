@@ -90,7 +90,9 @@ def main() -> None:
                 return timed(name, lambda: fn(c))
         except sa.exc.DBAPIError as exc:
             if db.is_lock_busy(exc) or db.is_transient(exc):
-                return None
+                with lock:
+                    spent["busy/deadlock " + name].append(0.0)
+                return False
             raise
 
     finished = [0]
@@ -117,7 +119,9 @@ def main() -> None:
                     state = db.run(c, "finish_ti", ti_id=r.ti_id, try_number=r.try_number, exit_code=0,
                                    timed_out=False, reason=None, now=None).scalar_one()
                     assert state == "success", state
-            step("finish_ti", finish)
+                return True
+            while step("finish_ti", finish) is False:  # a deadlock or lock timeout: report them again
+                pass
             with lock:
                 finished[0] += len(rows)
 
