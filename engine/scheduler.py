@@ -171,7 +171,8 @@ class Scheduler:
                 log.info("tick %s", summary)
                 if summary["tis_queued"] == 0 and summary["tis_scheduled"] == 0:
                     # Idle: wait, but never so long that the heartbeat falls behind.
-                    self._wait(min(self.cfg.scheduler_interval, self.job.heartbeat_interval))
+                    self._wait(min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
+                                   self.job.heartbeat_interval))
         finally:
             self.listener.close()
             self.listener = None

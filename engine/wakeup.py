@@ -126,6 +126,14 @@ class Listener:
                 pass
 
 
+def idle_wait(listener: "Listener | None", cfg, interval: float) -> float:
+    """How long an idle service waits: its own `interval`, or, while a notification would wake it
+    (listener active), listen_poll_interval when that is longer."""
+    if listener is not None and listener.active:
+        return max(interval, float(getattr(cfg, "listen_poll_interval", interval)))
+    return interval
+
+
 def notify_queued(conn) -> None:
     """In the caller's transaction: tell listening workers that TIs were queued (PostgreSQL)."""
     if conn.dialect.name == "postgresql":

@@ -551,10 +551,17 @@ class Worker:
         self.stopping = True
 
     def _wait(self) -> None:
-        """Wait for something to do: a try ending (its pidfd), work queued (a notification on
-        engine_queued, PostgreSQL; only when a slot is free), or worker_poll_interval."""
+        """Wait for something to do: a try ending (its pidfd, or the zygote's report), work
+        queued (a notification on engine_queued, PostgreSQL; only when a slot is free), a
+        timeout or grace period to enforce, the heartbeat, or the poll interval
+        (worker_poll_interval; listen_poll_interval while notifications wake it)."""
         fds = [c.pidfd for c in self.children if c.pidfd is not None]
-        timeout = self.cfg.worker_poll_interval
+        timeout = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.worker_poll_interval),
+                      self.job.heartbeat_interval)
+        due = [c.kill_at if c.kill_at is not None else c.deadline for c in self.children
+               if c.kill_at is not None or c.deadline is not None]
+        if due:  # an execution_timeout or a SIGKILL grace period ends: act on time
+            timeout = max(0.0, min(timeout, min(due) - time.monotonic() + 0.01))
         forked = [c for c in self.children if isinstance(c.proc, zygote.ZygoteChild)]
         if forked and not forked[0].proc.zygote.dead:
             fds.append(forked[0].proc.zygote.fileno())  # it reports when one of them ends
