@@ -67,8 +67,11 @@ class Scheduler:
             errors.append({"step": name, "error": message})
             return None
 
-    def run_once(self, now: datetime | None = None) -> dict:
-        """One scheduling pass. ``now`` replaces the database clock (tests inject time)."""
+    def run_once(self, now: datetime | None = None, woken: bool = False) -> dict:
+        """One scheduling pass. ``now`` replaces the database clock (tests inject time).
+        ``woken``: a pass that loop() runs within an idle interval of a full pass (a
+        notification or a busy queue asked for it): reset_orphans and requeue_stuck, whose
+        work only comes due with time, are left to the next full pass."""
         self.start()
         started = time.monotonic()
         busy: list[str] = []
@@ -83,11 +86,13 @@ class Scheduler:
 
         def step(name, fn):
             return self._step(name, busy, errors, fn)
-        orphans = step("reset_orphans", lambda conn: db.run(
-            conn, "reset_orphans", threshold=cfg.job_heartbeat_threshold, interval=cfg.orphan_check_interval,
-            job_id=self.job.id, now=now).one())
-        stuck = step("requeue_stuck", lambda conn: db.run(
-            conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
+        orphans = stuck = None
+        if not woken:
+            orphans = step("reset_orphans", lambda conn: db.run(
+                conn, "reset_orphans", threshold=cfg.job_heartbeat_threshold, interval=cfg.orphan_check_interval,
+                job_id=self.job.id, now=now).one())
+            stuck = step("requeue_stuck", lambda conn: db.run(
+                conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
         created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
         def queue(conn):
@@ -142,12 +147,13 @@ class Scheduler:
         while not self._stop and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def _wait(self, seconds: float) -> None:
-        """Idle: wait up to `seconds`, less when a notification (engine_scheduler) arrives."""
+    def _wait(self, seconds: float) -> bool:
+        """Idle: wait up to `seconds`, less when a notification (engine_scheduler) arrives
+        (then True)."""
         if self.listener is None:
             self._sleep(seconds)
-        else:
-            self.listener.wait(seconds, stop=lambda: self._stop)
+            return False
+        return self.listener.wait(seconds, stop=lambda: self._stop)
 
     def loop(self, max_ticks: int | None = None) -> None:
         """Tick every scheduler_interval until SIGTERM/SIGINT; the pass in progress finishes.
@@ -156,13 +162,19 @@ class Scheduler:
             self._stop = True
         signal.signal(signal.SIGTERM, _request_stop)
         signal.signal(signal.SIGINT, _request_stop)
-        ticks = 0
+        ticks, last_full = 0, 0.0
         self.listener = wakeup.Listener(self.eng, "listen_scheduler")
         self.listener.open()  # before the first pass: nothing committed after it is missed
         try:
             while not self._stop and (max_ticks is None or ticks < max_ticks):
+                # reset_orphans and requeue_stuck once per idle interval, not in every pass a
+                # notification or a busy queue asks for
+                quick = time.monotonic() - last_full < wakeup.idle_wait(self.listener, self.cfg,
+                                                                        self.cfg.scheduler_interval)
                 try:
-                    summary = self.run_once()
+                    summary = self.run_once(woken=quick)
+                    if not quick:
+                        last_full = time.monotonic()
                 except db.DB_DOWN as exc:
                     self._sleep(self.outage.failed("ticking", exc))
                     continue
