@@ -41,6 +41,11 @@ SETTINGS = [
     Setting("scheduler_interval", 1.0, float, "seconds between ticks of `engine scheduler`", 0, 3600, positive=True),
     Setting("worker_concurrency", 8, int, "tasks one worker runs at once", 1, 10_000),
     Setting("worker_queues", "default", str, "comma-separated queues a worker claims from"),
+    Setting("worker_zygote", True, bool, "fork tries from a warm, pre-imported process instead of starting a "
+            "fresh interpreter for each (engine.zygote)"),
+    Setting("listen_poll_interval", 5.0, float, "PostgreSQL: seconds between the polls of an idle scheduler, worker or "
+            "triggerer that LISTENs for wake-ups (engine/wakeup.py); never less than its own interval", 0, 3600,
+            positive=True),
     Setting("worker_poll_interval", 0.5, float, "seconds a worker sleeps when nothing is queued", 0, 3600, positive=True),
     Setting("heartbeat_interval", 5.0, float, "seconds between job heartbeats", 0, 3600, positive=True),
     Setting("job_heartbeat_threshold", 60.0, float, "seconds without heartbeat after which a job is dead",

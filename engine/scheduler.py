@@ -13,6 +13,13 @@ and record it against that DAG, so this should not happen) is reported in the su
 failure never stops every other step. reset_orphans runs every pass but does its work at
 most once per orphan_check_interval across all schedulers (the procedure decides). `loop()`
 rides out database outages.
+
+Wake-ups (engine.wakeup): on PostgreSQL `loop()` LISTENs on engine_scheduler and an idle
+scheduler's wait ends the moment a TI finishes, a trigger fires or a run is triggered, so the
+finished TI's downstream is scheduled and queued at once instead of on the next pass; the
+queue_tis step notifies the workers (engine_queued) in its own transaction when it queued
+something. Waiting still ends after scheduler_interval (time-based work: cron runs, retries,
+timeouts; and every notification that was lost), and on MySQL/MariaDB that poll is all there is.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from engine import db
+from engine import db, wakeup
 from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
@@ -36,6 +43,7 @@ class Scheduler:
         self.job = Job(eng, "scheduler", beat_interval(cfg))
         self.outage = db.Outage(log)
         self._stop = False
+        self.listener: wakeup.Listener | None = None     # set by loop() (PostgreSQL wake-ups)
 
     def start(self) -> None:
         if self.job.id is None:
@@ -59,8 +67,11 @@ class Scheduler:
             errors.append({"step": name, "error": message})
             return None
 
-    def run_once(self, now: datetime | None = None) -> dict:
-        """One scheduling pass. ``now`` replaces the database clock (tests inject time)."""
+    def run_once(self, now: datetime | None = None, woken: bool = False) -> dict:
+        """One scheduling pass. ``now`` replaces the database clock (tests inject time).
+        ``woken``: a pass that loop() runs within an idle interval of a full pass (a
+        notification or a busy queue asked for it): reset_orphans and requeue_stuck, whose
+        work only comes due with time, are left to the next full pass."""
         self.start()
         started = time.monotonic()
         busy: list[str] = []
@@ -75,15 +86,21 @@ class Scheduler:
 
         def step(name, fn):
             return self._step(name, busy, errors, fn)
-        orphans = step("reset_orphans", lambda conn: db.run(
-            conn, "reset_orphans", threshold=cfg.job_heartbeat_threshold, interval=cfg.orphan_check_interval,
-            job_id=self.job.id, now=now).one())
-        stuck = step("requeue_stuck", lambda conn: db.run(
-            conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
+        orphans = stuck = None
+        if not woken:
+            orphans = step("reset_orphans", lambda conn: db.run(
+                conn, "reset_orphans", threshold=cfg.job_heartbeat_threshold, interval=cfg.orphan_check_interval,
+                job_id=self.job.id, now=now).one())
+            stuck = step("requeue_stuck", lambda conn: db.run(
+                conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
         created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
-        queued = step("queue_tis", lambda conn: db.run(
-            conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now).all()) or []
+        def queue(conn):
+            rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now).all()
+            if rows:
+                wakeup.notify_queued(conn)  # delivered to the workers when this commits
+            return rows
+        queued = step("queue_tis", queue) or []
 
         def count(row, field):
             return getattr(row, field) if row is not None else 0
@@ -130,6 +147,14 @@ class Scheduler:
         while not self._stop and time.monotonic() < deadline:
             time.sleep(0.05)
 
+    def _wait(self, seconds: float) -> bool:
+        """Idle: wait up to `seconds`, less when a notification (engine_scheduler) arrives
+        (then True)."""
+        if self.listener is None:
+            self._sleep(seconds)
+            return False
+        return self.listener.wait(seconds, stop=lambda: self._stop)
+
     def loop(self, max_ticks: int | None = None) -> None:
         """Tick every scheduler_interval until SIGTERM/SIGINT; the pass in progress finishes.
         While the database is unreachable, retry with a capped exponential backoff."""
@@ -137,11 +162,19 @@ class Scheduler:
             self._stop = True
         signal.signal(signal.SIGTERM, _request_stop)
         signal.signal(signal.SIGINT, _request_stop)
-        ticks = 0
+        ticks, last_full = 0, 0.0
+        self.listener = wakeup.Listener(self.eng, "listen_scheduler")
+        self.listener.open()  # before the first pass: nothing committed after it is missed
         try:
             while not self._stop and (max_ticks is None or ticks < max_ticks):
+                # reset_orphans and requeue_stuck once per idle interval, not in every pass a
+                # notification or a busy queue asks for
+                quick = time.monotonic() - last_full < wakeup.idle_wait(self.listener, self.cfg,
+                                                                        self.cfg.scheduler_interval)
                 try:
-                    summary = self.run_once()
+                    summary = self.run_once(woken=quick)
+                    if not quick:
+                        last_full = time.monotonic()
                 except db.DB_DOWN as exc:
                     self._sleep(self.outage.failed("ticking", exc))
                     continue
@@ -150,8 +183,11 @@ class Scheduler:
                 log.info("tick %s", summary)
                 if summary["tis_queued"] == 0 and summary["tis_scheduled"] == 0:
                     # Idle: wait, but never so long that the heartbeat falls behind.
-                    self._sleep(min(self.cfg.scheduler_interval, self.job.heartbeat_interval))
+                    self._wait(min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
+                                   self.job.heartbeat_interval))
         finally:
+            self.listener.close()
+            self.listener = None
             self.stop()
 
 

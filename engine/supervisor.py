@@ -139,7 +139,7 @@ class _Tree:
     def __init__(self, pid: int):
         self.pid = pid                # the task's main process; also its process group
         self.status: int | None = None
-        self.proc = process_table() is not None
+        self.proc = os.path.exists("/proc/self/stat")   # /proc to walk (process_table())
 
     def signal(self, sig: int) -> list[int]:
         """Send sig to every live descendant (or, without /proc, to the task's process group)."""
@@ -172,6 +172,12 @@ class _Tree:
         process killed."""
         killed: dict[int, str] = {}
         delay = 0.001
+        if not self.reap():
+            # No child left, not even a zombie: then no descendant is left either (an orphan of
+            # a descendant is re-parented to us, the subreaper, before its parent can be
+            # reaped), and the /proc walk below is not needed (the common case: a task that
+            # started nothing in the background).
+            return []
         while True:
             if self.proc:
                 pids = descendants(os.getpid())

@@ -7,7 +7,9 @@ One pass, `run_once()`: report what fired (fire_trigger_v1, in batches), heartbe
 claim_triggers_v1 (which also fails timed-out triggers and takes over the triggers of dead
 triggerers), start what was claimed and cancel what this job no longer owns (fired elsewhere,
 e.g. by `engine events send`, or taken over while this process stalled). `loop()` repeats it
-every triggerer_poll_interval and reports a fired trigger at once. Database calls run in a
+every triggerer_poll_interval and reports a fired trigger at once; on PostgreSQL a deferral
+wakes it (LISTEN engine_triggerer, engine/wakeup.py) and an idle pass is due only every
+listen_poll_interval. Database calls run in a
 thread, so triggers keep running meanwhile, and ride out outages like the worker's.
 
 One trigger's code or values never stop the others: a trigger that cannot be loaded, whose
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from engine import db
+from engine import db, wakeup
 from engine.db import DB_DOWN
 from engine.jobs import Job, beat_interval
 from engine.taskvalues import check_event, error_text, one_line
@@ -217,12 +219,35 @@ class Triggerer:
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
         passes, next_pass = 0, 0.0
+        # PostgreSQL: defer_ti notifies engine_triggerer, so a new trigger starts at once and an
+        # idle pass is due only every listen_poll_interval (engine/wakeup.py).
+        listener = wakeup.Listener(self.eng, "listen_triggerer")
+        notified = []
+
+        def on_notify():
+            if listener.drain():
+                notified.append(True)
+                self._wake.set()
+            if listener.fileno() is None:  # lost: polling until it is re-opened by a later pass
+                aio.remove_reader(fd)
+        fd = listener.fileno() if listener.open() else None
+        if fd is not None:
+            aio.add_reader(fd, on_notify)
         try:
             while not self.stopping and (max_passes is None or passes < max_passes):
+                if notified:
+                    notified.clear()
+                    next_pass = 0.0
                 if time.monotonic() >= next_pass:
                     counts = await self.run_once()
                     passes += 1
-                    next_pass = time.monotonic() + self.cfg.triggerer_poll_interval
+                    if fd is not None and listener.fileno() is None:
+                        fd = None
+                    if fd is None and listener.open():
+                        fd = listener.fileno()
+                        aio.add_reader(fd, on_notify)
+                    next_pass = time.monotonic() + wakeup.idle_wait(listener if fd is not None else None, self.cfg,
+                                                                    self.cfg.triggerer_poll_interval)
                     if counts["claimed"] or counts["fired"] or counts["cancelled"]:
                         log.info("pass %s", counts)
                 elif self.fired:
@@ -236,6 +261,9 @@ class Triggerer:
                 except asyncio.TimeoutError:
                     pass
         finally:
+            if fd is not None and listener.fileno() is not None:
+                aio.remove_reader(fd)
+            listener.close()
             await self.stop()
 
     def _on_signal(self) -> None:

@@ -18,6 +18,7 @@ each one back (release_ti_v1: the interruption costs no retry).
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from urllib.parse import quote, quote_plus
 
 import sqlalchemy as sa
 
-from engine import db, supervisor
+from engine import db, supervisor, wakeup, zygote
 from engine.db import DB_DOWN
 from engine.errors import EngineError
 from engine.jobs import Job, beat_interval
@@ -44,6 +45,7 @@ from engine.taskvalues import DEFER_REFUSED, check_defer, error_text, one_line
 
 log = logging.getLogger("engine.worker")
 KILL_GRACE = 5.0            # seconds between SIGTERM and SIGKILL
+CHILD_POLL = 0.05           # seconds between looks at running tries when they have no pidfd
 START_FAILED_EXIT_CODE = 127
 SHUTDOWN_REASON = "worker shut down"
 REFUSED = "the database refused the report: "
@@ -72,6 +74,7 @@ class Child:
     reason: str | None = None        # set when the worker killed it for another reason
     release: bool = False            # killed by a shutdown: hand the TI back
     defer_file: str | None = None    # where the runner writes a Defer
+    pidfd: int | None = None         # readable once the supervisor has exited (wakes the loop)
 
 
 # ---- what a task can reach ----------------------------------------------------------------------
@@ -144,11 +147,14 @@ def build_command(row: dict, defer_file: str | None = None, base: dict | None = 
     raise ValueError(f"unknown task kind {row['kind']!r}")
 
 
-def start_child(row: dict, defer_file: str | None = None, base: dict | None = None) -> subprocess.Popen:
-    """Start one try under its supervisor: header line to the log, then `python -P
-    engine/supervisor.py` (own session, cwd the DAG folder, the spec on stdin, stdout+stderr
-    appended to the log). The returned Popen's `lifeline` is the write end of the pipe the
-    supervisor watches: closing it, or the worker's death, kills the try's processes."""
+def start_child(row: dict, defer_file: str | None = None, base: dict | None = None,
+                zyg: "zygote.Zygote | None" = None) -> subprocess.Popen:
+    """Start one try under its supervisor: header line to the log, then the supervisor (own
+    session, cwd the DAG folder, the spec on stdin, stdout+stderr appended to the log): forked
+    by the worker's zygote `zyg` when given and able to (engine.zygote), else `python -P
+    engine/supervisor.py`. The returned Popen's (or ZygoteChild's) `lifeline` is the write end
+    of the pipe the supervisor watches: closing it, or the worker's death, kills the try's
+    processes."""
     task, what = build_command(row, defer_file, base)
     log_path = Path(row["log_path"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,9 +170,20 @@ def start_child(row: dict, defer_file: str | None = None, base: dict | None = No
             out.flush()
             stdin.write(spec)
             stdin.seek(0)
-            proc = subprocess.Popen([sys.executable, "-P", str(SUPERVISOR)], cwd=dag_folder(row),
-                                    env=task_base_env() if base is None else base, stdin=stdin, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(read_end,))
+            cwd = dag_folder(row)
+            proc = None
+            if zyg is not None and not zyg.dead:
+                if cwd is not None and not os.path.isdir(cwd):  # what Popen would raise
+                    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
+                try:
+                    proc = zyg.spawn(cwd, stdin.fileno(), out.fileno(), read_end)
+                except zygote.ZygoteError as exc:
+                    log.warning("ti %s: the zygote could not start the try (%s); starting a fresh "
+                                "interpreter instead", row["ti_id"], exc)
+            if proc is None:
+                    proc = subprocess.Popen([sys.executable, "-P", str(SUPERVISOR)], cwd=cwd,
+                                        env=task_base_env() if base is None else base, stdin=stdin, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(read_end,))
     except BaseException:
         os.close(write_end)
         raise
@@ -211,6 +228,15 @@ def note_in_log(row: dict, text: str) -> None:
         pass
 
 
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd of a child (Linux 5.3+): readable once it exits, so the worker's wait ends the
+    moment a try ends. None where there is none (the loop then looks every CHILD_POLL s)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def signal_child(proc: subprocess.Popen, sig: int) -> None:
     """Send sig to a try's supervisor (SIGTERM: forward it to the task's processes;
     supervisor.KILL_NOW: SIGKILL them all)."""
@@ -232,6 +258,10 @@ class Worker:
         self.outage = db.Outage(log, "running tasks continue, retrying")
         self._signals = 0
         self._subreaper = False          # set by loop(): orphans of a killed supervisor come to us
+        self.listener: wakeup.Listener | None = None     # set by loop() (PostgreSQL wake-ups)
+        self.zygote: zygote.Zygote | None = None         # started by loop() when worker_zygote is on
+        self._use_zygote = False
+        self._zygote_started = 0.0
         passthrough = bool(getattr(cfg, "task_env_passthrough", False))
         self.task_env = task_base_env(secrets=engine_secrets(cfg, eng), passthrough=passthrough)
         hidden = sorted(set(os.environ) - set(self.task_env))
@@ -260,21 +290,41 @@ class Worker:
 
     def _report(self, o: Outcome, now=None) -> str | None:
         with db.connect(self.eng) as conn:
-            if o.release:
-                return db.run(conn, "release_ti", ti_id=o.ti_id, try_number=o.try_number, reason=o.reason,
-                              now=now).scalar_one()
-            if o.defer is not None:
-                d = o.defer
-                return db.run(conn, "defer_ti", ti_id=o.ti_id, try_number=o.try_number, classpath=d["classpath"],
-                              trigger_kwargs=json.dumps(d.get("trigger_kwargs") or {}), method=d["method"],
-                              next_kwargs=json.dumps(d.get("kwargs") or {}), timeout=d.get("timeout"),
-                              now=now).scalar_one()
-            return db.run(conn, "finish_ti", ti_id=o.ti_id, try_number=o.try_number, exit_code=o.exit_code,
-                          timed_out=o.timed_out, reason=o.reason, now=now).scalar_one()
+            return self._report_on(conn, o, now)
+
+    def _report_on(self, conn, o: Outcome, now=None) -> str | None:
+        if o.release:
+            return db.run(conn, "release_ti", ti_id=o.ti_id, try_number=o.try_number, reason=o.reason,
+                          now=now).scalar_one()
+        if o.defer is not None:
+            d = o.defer
+            return db.run(conn, "defer_ti", ti_id=o.ti_id, try_number=o.try_number, classpath=d["classpath"],
+                          trigger_kwargs=json.dumps(d.get("trigger_kwargs") or {}), method=d["method"],
+                          next_kwargs=json.dumps(d.get("kwargs") or {}), timeout=d.get("timeout"),
+                          now=now).scalar_one()
+        return db.run(conn, "finish_ti", ti_id=o.ti_id, try_number=o.try_number, exit_code=o.exit_code,
+                      timed_out=o.timed_out, reason=o.reason, now=now).scalar_one()
 
     def _report_pending(self, now=None) -> None:
         """Report every finished try not yet in the database, oldest first. While the database
-        is unreachable they wait; a report it refuses fails that try instead (_refused)."""
+        is unreachable they wait; a report it refuses fails that try instead (_refused).
+
+        Several reports go in one transaction (tries that ended together: one round of
+        connect/commit instead of one per try). If that transaction fails (one report refused,
+        the database down), nothing of it is committed and they are reported one by one,
+        which tells which report is refused."""
+        if len(self.unreported) > 1 and self.outage.due():
+            batch = list(self.unreported)
+            try:
+                with db.connect(self.eng) as conn:
+                    states = [self._report_on(conn, o, now) for o in batch]
+            except Exception:  # noqa: BLE001 - told apart by the one-by-one reports below
+                pass
+            else:
+                self.outage.ok()
+                del self.unreported[:len(batch)]
+                for o, state in zip(batch, states):
+                    self._reported(o, state)
         while self.unreported:
             o = self.unreported[0]
             if not self.outage.due():
@@ -290,9 +340,13 @@ class Worker:
                 continue
             self.outage.ok()
             self.unreported.pop(0)
-            log.info("ti %s try %s: exit %s%s -> %s", o.ti_id, o.try_number,
-                     "deferred" if o.defer is not None else o.exit_code,
-                     " (timed out)" if o.timed_out else "", state or "stale report ignored")
+            self._reported(o, state)
+
+    @staticmethod
+    def _reported(o: Outcome, state: str | None) -> None:
+        log.info("ti %s try %s: exit %s%s -> %s", o.ti_id, o.try_number,
+                 "deferred" if o.defer is not None else o.exit_code,
+                 " (timed out)" if o.timed_out else "", state or "stale report ignored")
 
     def _refused(self, exc: BaseException) -> None:
         """The database refused the report at the head of unreported: fail that try through
@@ -320,7 +374,7 @@ class Worker:
             if row["kind"] == "python":
                 fd, defer_file = tempfile.mkstemp(prefix="engine-defer-", suffix=".json")
                 os.close(fd)  # stays empty unless the task defers
-            proc = start_child(row, defer_file, self.task_env)
+            proc = start_child(row, defer_file, self.task_env, self._zygote())
         except (OSError, ValueError, TypeError, subprocess.SubprocessError) as exc:
             reason = one_line(f"could not start the task: {type(exc).__name__}: {exc}")
             log.error("ti %s (%s.%s): %s", row["ti_id"], row["dag_id"], row["task_id"], reason)
@@ -329,7 +383,29 @@ class Worker:
             self.unreported.append(Outcome(row["ti_id"], row["try_number"], START_FAILED_EXIT_CODE, False, reason))
             return
         deadline = time.monotonic() + timeout if timeout else None
-        self.children.append(Child(row, proc, deadline, defer_file=defer_file))
+        # a zygote's child wakes the loop through the zygote's report of its end, not its pidfd
+        pidfd = None if isinstance(proc, zygote.ZygoteChild) else open_pidfd(proc.pid)
+        self.children.append(Child(row, proc, deadline, defer_file=defer_file, pidfd=pidfd))
+
+    def _zygote(self) -> "zygote.Zygote | None":
+        """The zygote to fork tries from: None when not in loop() or worker_zygote is off; a
+        new one when the last died (at most once per zygote.RESPAWN_DELAY; meanwhile tries
+        start in a fresh interpreter)."""
+        if not self._use_zygote:
+            return None
+        if self.zygote is not None and not self.zygote.dead:
+            return self.zygote
+        if self.zygote is not None and time.monotonic() - self._zygote_started < zygote.RESPAWN_DELAY:
+            return None
+        if self.zygote is not None:
+            log.warning("the zygote (pid %s) died; starting a new one", self.zygote.pid)
+        self._zygote_started = time.monotonic()
+        try:
+            self.zygote = zygote.Zygote(self.task_env)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("cannot start a zygote (%s); tries start in a fresh interpreter", exc)
+            return None
+        return self.zygote
 
     def _terminate(self, child: Child, reason: str | None = None, timed_out: bool = False,
                    grace: float | None = None) -> None:
@@ -356,6 +432,8 @@ class Worker:
                 continue
             self.children.remove(child)
             child.proc.lifeline.close()
+            if child.pidfd is not None:
+                os.close(child.pidfd)
             orphans = orphans or code < 0  # the supervisor itself may have been killed
             if child.reason and code in (0, 99, DEFER_EXIT_CODE):
                 code = -signal.SIGTERM  # killed by the worker: a failed try, whatever the task did on SIGTERM
@@ -382,6 +460,8 @@ class Worker:
         while True:
             table = supervisor.process_table() or {}
             known = {c.proc.pid for c in self.children}
+            if self.zygote is not None and not self.zygote.dead:
+                known.add(self.zygote.pid)
             strays = [pid for pid, (ppid, _) in table.items() if ppid == me and pid not in known]
             if not strays:
                 if killed:
@@ -470,6 +550,26 @@ class Worker:
         self._signals += 1  # a second signal: kill running tasks without waiting
         self.stopping = True
 
+    def _wait(self) -> None:
+        """Wait for something to do: a try ending (its pidfd, or the zygote's report), work
+        queued (a notification on engine_queued, PostgreSQL; only when a slot is free), a
+        timeout or grace period to enforce, the heartbeat, or the poll interval
+        (worker_poll_interval; listen_poll_interval while notifications wake it)."""
+        fds = [c.pidfd for c in self.children if c.pidfd is not None]
+        timeout = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.worker_poll_interval),
+                      self.job.heartbeat_interval)
+        due = [c.kill_at if c.kill_at is not None else c.deadline for c in self.children
+               if c.kill_at is not None or c.deadline is not None]
+        if due:  # an execution_timeout or a SIGKILL grace period ends: act on time
+            timeout = max(0.0, min(timeout, min(due) - time.monotonic() + 0.01))
+        forked = [c for c in self.children if isinstance(c.proc, zygote.ZygoteChild)]
+        if forked and not forked[0].proc.zygote.dead:
+            fds.append(forked[0].proc.zygote.fileno())  # it reports when one of them ends
+        elif len(fds) < len(self.children):
+            timeout = min(timeout, CHILD_POLL)
+        free = len(self.children) < self.concurrency and not self.unreported
+        self.listener.wait(timeout, fds, stop=lambda: self.stopping, listen=free)
+
     def _pending_work(self) -> int | None:
         def count():
             with db.connect(self.eng) as conn:
@@ -484,19 +584,32 @@ class Worker:
         # kills them). Every other child of this process must be a supervisor meanwhile.
         already = supervisor.is_subreaper()
         self._subreaper = already or supervisor.set_subreaper(True)
+        self.listener = wakeup.Listener(self.eng, "listen_worker")
+        self.listener.open()  # before the first claim: nothing queued after it is missed
+        self._use_zygote = bool(getattr(self.cfg, "worker_zygote", True))
         try:
             while not self.stopping:
                 counts = self.run_once()
                 if burst and counts["running"] == 0 and not self.unreported and self._pending_work() == 0:
                     log.info("burst mode: no work left for queues %s", ",".join(self.queues))
                     break
-                if counts["claimed"] == 0 and not self.stopping:
-                    time.sleep(self.cfg.worker_poll_interval)
+                if self.stopping:
+                    break
+                if (counts["claimed"] and len(self.children) < self.concurrency and not self.unreported
+                        and not self.listener.active):
+                    continue  # polling: more may have been queued meanwhile, look again now
+                self._wait()    # a slot frees, work is queued (a notification) or the poll interval
             self.stop()
         finally:
             if self.children:  # an unexpected error: do not leave tasks running unowned
                 self._kill_all("worker crashed", grace=0)
                 self._report_pending()
+            self.listener.close()
+            self.listener = None
+            self._use_zygote = False
+            if self.zygote is not None:
+                self.zygote.close()
+                self.zygote = None
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
             if self._subreaper and not already:

@@ -1,0 +1,2 @@
+-- Wake-ups (engine/wakeup.py): triggerers LISTEN here; defer_ti notifies.
+LISTEN engine_triggerer
