@@ -278,10 +278,11 @@ def test_a_refused_fire_is_reported_again_as_an_error_fire(eng, cfg, tmp_path, m
     refused one as an error. The second case is forced here by calling v1."""
     monkeypatch.setattr(triggerer_mod, "check_event", lambda event: event)
     real = db._statements
+    # Not by the setting procedure_versions: v1 takes jsonb where v2 takes text, so a pin is refused.
     v1 = {"postgresql": "SELECT fire_trigger_v1(:trigger_id, CAST(:event AS jsonb), :error, :now, :boost) AS state",
           "mysql": "SELECT fire_trigger_v1(:trigger_id, :event, :error, :now, :boost) AS state"}
-    monkeypatch.setattr(db, "_statements", lambda dialect, name: (sa.text(v1[dialect]),) if name == "fire_trigger"
-                        else real(dialect, name))
+    monkeypatch.setattr(db, "_statements", lambda dialect, name, calls=(): (sa.text(v1[dialect]),)
+                        if name == "fire_trigger" else real(dialect, name, calls))
     four_deferred(eng, cfg, tmp_path)
     run_triggerer(eng, cfg)
     assert states(eng, "trig") == {"failed": 3, "queued": 1}
