@@ -1,0 +1,126 @@
+"""`engine dags ...`: DAG definitions, manual runs, pause and drain."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from cli.common import Context, checked, handle_errors, pass_ctx, show
+from engine import db, validate
+from engine.errors import EngineError
+
+
+@click.group()
+def dags():
+    """DAG definitions and runs."""
+
+
+@dags.command("sync")
+@click.argument("path", required=False)
+@click.option("--force", is_flag=True, help="let a file take over a DAG id that another file defines")
+@pass_ctx
+@handle_errors
+def dags_sync(c: Context, path, force):
+    """Parse the DAG files under PATH and store their definitions (all or nothing)."""
+    from engine.dagbag import load_dags
+    from engine.dagsync import sync
+
+    cfg = c.cfg()
+    path = path or cfg.dags_folder
+    dags = load_dags(path, timeout=cfg.dag_import_timeout)  # bad files fail here, before the database is touched
+    result = sync(c.engine(), path, dags, force=force)
+    click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
+               + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
+
+
+@dags.command("list")
+@pass_ctx
+@handle_errors
+def dags_list(c: Context):
+    """The stored DAGs."""
+    with db.connect(c.engine()) as conn:
+        show(db.run(conn, "dags_list"), "(no DAGs; run `engine dags sync PATH`)")
+
+
+@dags.command("trigger")
+@click.argument("dag_id", callback=checked("dag_id"))
+@click.option("--conf", help="JSON object passed to the run")
+@click.option("--run-id", callback=checked("run id", run_id=True), help="run id (default manual__<time>)")
+@pass_ctx
+@handle_errors
+def dags_trigger(c: Context, dag_id, conf, run_id):
+    """Create a manual run of DAG_ID."""
+    parsed = validate.parse_json(conf, "--conf", "an object like '{\"k\": 1}'") if conf else {}
+    if not isinstance(parsed, dict):
+        raise EngineError("--conf must be a JSON object like '{\"k\": 1}'")
+    with db.connect(c.engine()) as conn:
+        row = db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf=json.dumps(parsed), now=None).one()
+    click.echo(f"triggered {dag_id} run {row.run_id}")
+
+
+def update_dag(c: Context, query: str, dag_id: str, **params) -> None:
+    """Run a named statement that updates one active DAG (it returns the dag_id it changed)."""
+    with db.connect(c.engine()) as conn:
+        found = db.run(conn, query, dag_id=dag_id, **params).first()
+    if not found:
+        raise EngineError(f"unknown DAG {dag_id!r}; see `engine dags list`")
+
+
+def _set_paused(c: Context, dag_id: str, paused: bool) -> None:
+    update_dag(c, "dag_set_paused", dag_id, paused=paused)
+    click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
+
+
+@dags.command("pause")
+@click.argument("dag_id", callback=checked("dag_id"))
+@pass_ctx
+@handle_errors
+def dags_pause(c: Context, dag_id):
+    """Start no new runs or TIs of DAG_ID (running TIs finish)."""
+    _set_paused(c, dag_id, True)
+
+
+@dags.command("unpause")
+@click.argument("dag_id", callback=checked("dag_id"))
+@pass_ctx
+@handle_errors
+def dags_unpause(c: Context, dag_id):
+    """Resume DAG_ID."""
+    _set_paused(c, dag_id, False)
+
+
+def _set_dag_draining(c: Context, dag_id: str, draining: bool) -> None:
+    update_dag(c, "dag_set_draining", dag_id, draining=draining)
+
+
+@dags.command("drain")
+@click.argument("dag_id", callback=checked("dag_id"))
+@pass_ctx
+@handle_errors
+def dags_drain(c: Context, dag_id):
+    """Admit nothing new for DAG_ID; running and deferred TIs finish (see `engine drain --status`)."""
+    _set_dag_draining(c, dag_id, True)
+    click.echo(f"{dag_id} draining: no new runs or TIs start; running and deferred TIs finish "
+               f"(`engine drain --status`; `engine undrain {dag_id}` ends it)")
+
+
+@dags.command("undrain")
+@click.argument("dag_id", callback=checked("dag_id"))
+@pass_ctx
+@handle_errors
+def dags_undrain(c: Context, dag_id):
+    """End the drain of DAG_ID (same as `engine undrain DAG_ID`)."""
+    end_drain(c, dag_id)
+
+
+def end_drain(c: Context, dag_id: str | None) -> None:
+    """End the drain of DAG_ID, or (None) of the deployment and every DAG."""
+    if dag_id is None:
+        with db.connect(c.engine()) as conn:
+            db.run(conn, "deployment_set_draining", draining=False)
+        click.echo("drain ended: the deployment and every DAG admit work again")
+        return
+    _set_dag_draining(c, dag_id, False)
+    with db.connect(c.engine()) as conn:
+        still = any(f.scope == "deployment" for f in db.run(conn, "drain_flags"))
+    click.echo(f"{dag_id} no longer draining" + ("; the whole deployment still drains (`engine undrain`)" if still else ""))
