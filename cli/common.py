@@ -3,7 +3,9 @@ checks, and printing a result as a table."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
+from datetime import datetime, timezone
 
 import click
 import sqlalchemy as sa
@@ -135,3 +137,44 @@ class OneLineGroup(click.Group):
             hint = f"; see `{command} --help`" if isinstance(exc, click.UsageError) else ""
             click.echo(f"error: {' '.join(exc.format_message().split()).rstrip('.')}{hint}", err=True)
             sys.exit(1)
+
+
+class Date(click.ParamType):
+    """An ISO 8601 date or date-time (`2026-01-01`, `2026-01-01T06:00`, `...+02:00`); without
+    an offset it is UTC. Within engine/validate.py's MIN_DATE..MAX_DATE."""
+    name = "date"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            self.fail(f"{value!r} is not a date; use ISO 8601, e.g. 2026-01-01 or 2026-01-01T06:00:00+00:00", param, ctx)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        try:
+            return validate.check_date(parsed.astimezone(timezone.utc), param.opts[0] if param else "date")
+        except EngineError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def plain(value):
+    if isinstance(value, float):
+        return round(value, 1)
+    return value
+
+
+def emit(result, as_json: bool, empty: str = "(none)") -> list:
+    """Print a query result as a table (durations to 0.1 s) or, with as_json, as a JSON list of
+    objects (dates in ISO 8601); returns the rows."""
+    keys, rows = list(result.keys()), result.all()
+    if as_json:
+        click.echo(json.dumps([dict(zip(keys, r)) for r in rows], default=json_default, indent=2))
+    else:
+        click.echo(table([[plain(v) for v in r] for r in rows], keys) if rows else empty)
+    return rows
+
+
+def json_default(value):
+    return value.isoformat() if isinstance(value, datetime) else str(value)

@@ -1,11 +1,13 @@
-"""`engine dags ...`: DAG definitions, manual runs, pause and drain."""
+"""`engine dags ...`: DAG definitions, manual runs, backfills, tests, pause and drain."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 
 import click
 
-from cli.common import Context, checked, handle_errors, pass_ctx, show
+from cli.common import Context, Date, Seconds, checked, handle_errors, pass_ctx, show
 from engine import db, validate
 from engine.errors import EngineError
 
@@ -45,17 +47,66 @@ def dags_list(c: Context):
 @dags.command("trigger")
 @click.argument("dag_id", callback=checked("dag_id"))
 @click.option("--conf", help="JSON object passed to the run")
-@click.option("--run-id", callback=checked("run id", run_id=True), help="run id (default manual__<time>)")
+@click.option("--run-id", callback=checked("run id", run_id=True), help="run id (default manual__<logical date>)")
+@click.option("--logical-date", type=Date(), help="the run's logical date (ISO 8601, UTC without offset; default now)")
 @pass_ctx
 @handle_errors
-def dags_trigger(c: Context, dag_id, conf, run_id):
+def dags_trigger(c: Context, dag_id, conf, run_id, logical_date):
     """Create a manual run of DAG_ID."""
     parsed = validate.parse_json(conf, "--conf", "an object like '{\"k\": 1}'") if conf else {}
     if not isinstance(parsed, dict):
         raise EngineError("--conf must be a JSON object like '{\"k\": 1}'")
     with db.connect(c.engine()) as conn:
-        row = db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf=json.dumps(parsed), now=None).one()
+        row = db.run(conn, "trigger_run", dag_id=dag_id, run_id=run_id, conf=json.dumps(parsed),
+                     logical_date=logical_date, now=None).one()
     click.echo(f"triggered {dag_id} run {row.run_id}")
+
+
+@dags.command("backfill")
+@click.argument("dag_id", callback=checked("dag_id"))
+@click.option("--start", required=True, type=Date(), help="first logical date (ISO 8601; UTC without offset)")
+@click.option("--end", required=True, type=Date(), help="last logical date, included")
+@click.option("--max-active-runs", type=click.IntRange(1, 100_000),
+              help="at most N backfill runs queued or running at once (default: all at once; the DAG's "
+                   "max_active_runs still applies)")
+@click.option("--rerun-failed", is_flag=True, help="clear the failed TIs of failed runs in the range and rerun them")
+@click.option("--poll", type=Seconds(3600), default=2.0, show_default=True,
+              help="with --max-active-runs: seconds between steps")
+@pass_ctx
+@handle_errors
+def dags_backfill(c: Context, dag_id, start, end, max_active_runs, rerun_failed, poll):
+    """Create the runs of DAG_ID's schedule from --start to --end (run_type backfill); a
+    scheduler runs them. With --max-active-runs the command stays until every run is created."""
+    first, total = True, {"created": 0, "rerun": 0}
+    while True:
+        with db.connect(c.engine()) as conn:
+            row = db.run(conn, "backfill", dag_id=dag_id, start=start, end=end, max_active=max_active_runs,
+                         rerun_failed=rerun_failed and first, now=None).one()
+        first = False
+        total["created"] += row.created
+        total["rerun"] += row.rerun
+        if row.created or row.rerun or not row.remaining:
+            click.echo(f"backfill {dag_id}: {row.created} run(s) created, {row.rerun} failed run(s) rerun; "
+                       f"{row.active} active, {row.remaining} waiting for a slot")
+        if not row.remaining:
+            break
+        time.sleep(poll)
+    click.echo(f"backfill {dag_id} {start.isoformat()} .. {end.isoformat()}: {total['created']} run(s) created, "
+               f"{total['rerun']} rerun; see `engine runs list --dag {dag_id}`")
+
+
+@dags.command("test")
+@click.argument("dag_id", callback=checked("dag_id"))
+@click.option("--logical-date", type=Date(), help="the run's logical date (default now)")
+@click.option("--timeout", type=Seconds(86400), default=3600, show_default=True, help="give up after this many seconds")
+@pass_ctx
+@handle_errors
+def dags_test(c: Context, dag_id, logical_date, timeout):
+    """Run DAG_ID once, from this process (a scheduler and a worker pass in a loop, no services
+    needed), printing each task's log as its try ends; exit 0 when the run succeeds."""
+    from engine.testing import test_dag
+
+    sys.exit(test_dag(c.engine(), c.cfg(), dag_id, logical_date, timeout))
 
 
 def update_dag(c: Context, query: str, dag_id: str, **params) -> None:

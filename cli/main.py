@@ -13,10 +13,13 @@ from cli.db import db_group
 from cli.demo import demo
 from cli.drain import drain, undrain
 from cli.events import events
+from cli.logs import logs
 from cli.pools import pools
+from cli.runs import runs
 from cli.services import scheduler, tick, triggerer, worker
 from cli.sql import sql_group
 from cli.status import status
+from cli.tasks import tasks
 
 
 @click.group(cls=OneLineGroup)
@@ -32,7 +35,7 @@ def main(ctx, database_url, config_path, verbose):
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (config, db_group, dags, pools, tick, scheduler, worker, triggerer, events, drain, undrain,
+for command in (config, db_group, dags, runs, tasks, logs, pools, tick, scheduler, worker, triggerer, events, drain, undrain,
                 status, demo, sql_group):
     main.add_command(command)
 
