@@ -80,7 +80,7 @@ def dags_backfill(c: Context, dag_id, start, end, max_active_runs, rerun_failed,
     first, total = True, {"created": 0, "rerun": 0}
     while True:
         with db.connect(c.engine()) as conn:
-            row = db.run(conn, "backfill", dag_id=dag_id, start=start, end=end, max_active=max_active_runs,
+            row = db.run(conn, "backfill", dag_id=dag_id, start_date=start, end_date=end, max_active=max_active_runs,
                          rerun_failed=rerun_failed and first, now=None).one()
         first = False
         total["created"] += row.created

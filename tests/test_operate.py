@@ -305,8 +305,8 @@ def test_trigger_logical_date_and_backfill(db_url, eng, cfg, tmp_path):
     assert ld.replace(tzinfo=timezone.utc) == datetime(2026, 2, 1, tzinfo=timezone.utc)
 
     with db.connect(eng) as conn:  # one step, at most 2 active
-        step = db.run(conn, "backfill", dag_id="daily", start=datetime(2026, 1, 1, tzinfo=timezone.utc),
-                      end=datetime(2026, 1, 5, tzinfo=timezone.utc), max_active=2, rerun_failed=False, now=None).one()
+        step = db.run(conn, "backfill", dag_id="daily", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+                      end_date=datetime(2026, 1, 5, tzinfo=timezone.utc), max_active=2, rerun_failed=False, now=None).one()
     assert (step.created, step.active, step.remaining) == (2, 2, 3)
     out = ok(cli(db_url, "dags", "backfill", "daily", "--start", "2026-01-01", "--end", "2026-01-05"))
     assert "3 run(s) created" in out
