@@ -6,6 +6,9 @@ nothing changed)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -157,6 +160,11 @@ def test_failed_task_inspected_log_read_cleared_downstream_rerun_and_the_run_suc
                                            ("clear", None, "failed", "running")]
     show = json.loads(ok(cli(db_url, "runs", "show", "chain", "r1", "--json")))
     assert show["run"]["state"] == "success" and len(show["changes"]) == 3
+    # A log written on another host: one line naming the host and the path.
+    sql(eng, "UPDATE task_instance SET hostname = 'worker-elsewhere', log_path = '/nonexistent/attempt=1.log' "
+             "WHERE task_id = 'a'")
+    refused(cli(db_url, "logs", "chain", "r1", "a"), "is on host worker-elsewhere (/nonexistent/attempt=1.log)",
+            "read it there")
 
 
 def _wait_running(eng, cfg, worker, dag_id, task_id):
@@ -178,7 +186,12 @@ def test_kill_and_clear_stop_the_running_try_through_its_worker(db_url, eng, cfg
         # kill: the running try is stopped by its worker; t (downstream) never starts.
         _wait_running(eng, cfg, worker, "slow", "s")
         pid = worker.children[0].proc.pid
+        follow = subprocess.Popen([sys.executable, "-m", "cli.main", "logs", "slow", "r1", "s", "--follow", "--poll",
+                                   "0.05"], env={**os.environ, "ENGINE_DATABASE_URL": db_url}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
         out = ok(cli(db_url, "tasks", "kill", "slow", "r1", "s", "--reason", "stuck"))
+        followed, errors = follow.communicate(timeout=120)  # --follow ends when the try is no longer running
+        assert follow.returncode == 0 and "try 1 of slow.s" in followed, errors
         assert "running -> failed" in out
         row = ti(eng, "slow", "s")
         assert (row.state, row.state_reason) == ("failed", "stuck")
