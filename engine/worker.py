@@ -330,9 +330,9 @@ class Worker:
         with db.connect(self.eng) as conn:
             rows = db.run(conn, "worker_heartbeat", job_id=job.id, running=running, now=now).all()
         job._last_beat = time.monotonic()
-        if not rows or rows[0].state == "dead":
-            return False
-        self._stop_requested(rows[1:])
+        if not any(r.ti_id is None and r.state == "alive" for r in rows):
+            return False  # the job row says 'dead' (or there is no answer at all)
+        self._stop_requested([r for r in rows if r.ti_id is not None])
         return True
 
     def _stop_requested(self, rows) -> None:
