@@ -12,8 +12,10 @@ a revision moves the services onto it one by one:
   return the same result as the shipped one, or the service refuses to start, in one line.
 
 The choice is made once, when the service opens its database (:func:`pin`), and travels with
-the SQLAlchemy engine as the execution option ``engine_calls``: ``db.run`` rewrites the
-version in each named statement it sends. Restart a service to make it choose again.
+the SQLAlchemy engine as the execution option ``engine_calls``: ``db.run`` rewrites the calls
+of the shipped version in each named statement it sends (a statement written for an older
+version of the same procedure, e.g. a scheduler's heartbeat_v1 beside the worker's
+heartbeat_v2, is left alone). Restart a service to make it choose again.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ PIN = re.compile(r"^([a-z][a-z0-9_]*)=v?(\d{1,4})$")
 
 @functools.cache
 def shipped(dialect: str) -> dict[str, int]:
-    """{base: version} of every versioned routine the named queries of `dialect` call."""
+    """{base: version} of every versioned routine the named queries of `dialect` call (the
+    newest, when statements call several versions of one procedure)."""
     found: dict[str, int] = {}
     for path in sorted((SQL_DIR / dialect / "queries").glob("*.sql")):
         code = re.sub(r"--[^\n]*", "", path.read_text())
@@ -110,13 +113,18 @@ def pin(eng, procedure_versions: str = ""):
     pins = parse_pins(procedure_versions)
     with db.connect(eng) as conn:
         chosen = resolve(conn, pins)
-    ships = shipped(db.dialect_dir(eng))
-    moved = tuple(sorted((base, v) for base, v in chosen.items() if v != ships.get(base)))
-    return eng.execution_options(engine_calls=moved)
+    return eng.execution_options(engine_calls=moves(db.dialect_dir(eng), chosen))
+
+
+def moves(dialect: str, chosen: dict[str, int]) -> tuple:
+    """(base, shipped version, chosen version) for each procedure whose chosen version is not
+    the one the named statements call: what db.with_versions rewrites."""
+    ships = shipped(dialect)
+    return tuple(sorted((base, ships[base], v) for base, v in chosen.items() if v != ships.get(base)))
 
 
 def calling(eng_or_conn) -> dict[str, int]:
     """{base: version} the engine (or connection) calls: the shipped versions, moved by pin()."""
     chosen = dict(shipped(db.dialect_dir(eng_or_conn)))
-    chosen.update(dict(eng_or_conn.get_execution_options().get("engine_calls", ())))
+    chosen.update({base: v for base, _, v in eng_or_conn.get_execution_options().get("engine_calls", ())})
     return chosen

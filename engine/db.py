@@ -171,10 +171,11 @@ def _is_sql(part: str) -> bool:
 
 
 def with_versions(text: str, calls: tuple) -> str:
-    """`text` calling the versions `calls` ((base, version), ...) names instead of the ones it
-    was written for (engine.calls chooses them)."""
-    for base, version in calls:
-        text = re.sub(rf"\b{re.escape(base)}_v\d+(\s*\()", rf"{base}_v{version}\1", text)
+    """`text` calling other versions (engine.calls chooses them): each (base, shipped, chosen)
+    of `calls` turns a call of base_v<shipped> into one of base_v<chosen>. Calls of another
+    version of the base (a named statement written for an older one) are left alone."""
+    for base, shipped, chosen in calls:
+        text = re.sub(rf"\b{re.escape(base)}_v{shipped}(\s*\()", rf"{base}_v{chosen}\1", text)
     return text
 
 

@@ -146,11 +146,10 @@ def explain(eng, procedure: str, given: dict[str, object], defaults: dict[str, o
     name, version = target(dialect, procedure)
     with db.connect(eng) as conn:
         chosen = calls.resolve(conn, {**(pins or {}), **({name: version} if version else {})})
-    ships = calls.shipped(dialect)
-    moved = tuple(sorted((b, v) for b, v in chosen.items() if v != ships.get(b)))
     params = params_of(dialect, name, given, defaults)
     run = _explain_postgresql if dialect == "postgresql" else _explain_mysql
-    return run(eng.execution_options(engine_calls=moved), name, f"{name}_v{chosen[name]}", params, timeout_s)
+    return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, f"{name}_v{chosen[name]}",
+               params, timeout_s)
 
 
 # "duration: 0.4 ms  plan:\nQuery Text: <the statement, maybe several lines>\n<plan>": the plan

@@ -11,12 +11,8 @@ from engine import db
 from engine.dagsync import sync
 from engine.paths import EXAMPLES_DIR
 from engine.scheduler import Scheduler
+from engine.table import table
 from engine.worker import Worker
-
-
-def _table(rows, headers):
-    from cli.main import table
-    return table(rows, headers)
 
 
 def run_demo(eng, cfg, timeout: float = 300) -> int:
@@ -58,7 +54,7 @@ def run_demo(eng, cfg, timeout: float = 300) -> int:
         scheduler.stop()
     elapsed = time.monotonic() - started
     click.echo()
-    click.echo(_table([(r.dag_id, r.run_id, r.state, r.tis, r.success, r.skipped, r.failed, r.unfinished)
+    click.echo(table([(r.dag_id, r.run_id, r.state, r.tis, r.success, r.skipped, r.failed, r.unfinished)
                        for r in rows], ["dag", "run", "state", "tis", "success", "skipped", "failed", "unfinished"]))
     ok = bool(rows) and all(r.state == "success" for r in rows)
     click.echo(f"\n{'all sample runs succeeded' if ok else 'some sample runs did not succeed'} in {elapsed:.1f}s; "

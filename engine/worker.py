@@ -15,6 +15,11 @@ report the database refuses (a value it cannot store, an error raised by the pro
 fails that try instead, with the reason; the worker goes on. On SIGTERM it stops claiming,
 lets running tasks finish for up to worker_shutdown_timeout, then kills the rest and hands
 each one back (release_ti_v1: the interruption costs no retry).
+
+Stop requests: the worker heartbeats with heartbeat_v2, naming the tries it runs; the database
+answers with those an operator ended (`engine tasks clear/kill/mark`, `engine runs
+cancel/mark`), and the worker stops them (SIGTERM, SIGKILL after KILL_GRACE) within one
+heartbeat interval.
 """
 from __future__ import annotations
 
@@ -363,8 +368,39 @@ class Worker:
         self.unreported[0] = Outcome(o.ti_id, o.try_number, 1, reason=reason, refusals=o.refusals + 1)
 
     def _heartbeat(self, now=None) -> bool:
-        """Beat when due; False only when the database says this job was declared dead."""
-        return self._db("heartbeating", lambda: self.job.heartbeat(now=now), True)
+        """Beat when due; False only when the database says this job was declared dead. The
+        beat also says which running tries an operator stopped (_stop_requested)."""
+        return self._db("heartbeating", lambda: self._beat(now), True)
+
+    # ---- stop requests (engine tasks clear/kill/mark, engine runs cancel/mark) -------------------
+    def _beat(self, now=None) -> bool:
+        """heartbeat_v2 when the heartbeat interval has passed: stamps the job and its running
+        TIs, and returns the tries of `running` the database no longer has running for us.
+        False when the job was declared dead."""
+        job = self.job
+        if time.monotonic() - job._last_beat < job.heartbeat_interval:
+            return True
+        running = json.dumps([[c.row["ti_id"], c.row["try_number"]] for c in self.children])
+        with db.connect(self.eng) as conn:
+            rows = db.run(conn, "worker_heartbeat", job_id=job.id, running=running, now=now).all()
+        job._last_beat = time.monotonic()
+        if not any(r.ti_id is None and r.state == "alive" for r in rows):
+            return False  # the job row says 'dead' (or there is no answer at all)
+        self._stop_requested([r for r in rows if r.ti_id is not None])
+        return True
+
+    def _stop_requested(self, rows) -> None:
+        """Stop each try an operator ended (its TI is no longer running that try for us): SIGTERM
+        now, SIGKILL after KILL_GRACE. Its state and reason are already recorded; the report
+        that follows is stale and changes nothing."""
+        children = {(c.row["ti_id"], c.row["try_number"]): c for c in self.children}
+        for r in rows:
+            child = children.get((r.ti_id, r.try_number))
+            if child is None or child.kill_at is not None:
+                continue
+            reason = one_line(f"stop requested: the TI is now {r.state}" + (f" ({r.reason})" if r.reason else ""))
+            log.warning("ti %s try %s: %s; stopping it", r.ti_id, r.try_number, reason)
+            self._terminate(child, reason=reason)
 
     # ---- children --------------------------------------------------------------------------------
     def _launch(self, row: dict) -> None:

@@ -114,10 +114,12 @@ def test_bad_procedure_versions_setting_is_one_line(monkeypatch, tmp_path, value
 
 
 def test_a_pinned_version_moves_every_named_statement_that_calls_it():
-    text = "SELECT * FROM queue_tis_v2(:max_tis, :job_id, :now)  -- see queue_tis_v2."
-    assert db.with_versions(text, (("queue_tis", 7),)) == \
-        "SELECT * FROM queue_tis_v7(:max_tis, :job_id, :now)  -- see queue_tis_v2."
-    assert db.with_versions("CALL queue_tis_v2 (1)", (("queue_tis", 1), ("claim_tis", 3))) == "CALL queue_tis_v1 (1)"
+    text = "SELECT * FROM queue_tis_v3(:max_tis, :job_id, :now)  -- see queue_tis_v3."
+    assert db.with_versions(text, (("queue_tis", 3, 7),)) == \
+        "SELECT * FROM queue_tis_v7(:max_tis, :job_id, :now)  -- see queue_tis_v3."
+    assert db.with_versions("CALL queue_tis_v3 (1)", (("queue_tis", 3, 1), ("claim_tis", 2, 3))) == "CALL queue_tis_v1 (1)"
+    # A statement written for an older version of the procedure is left alone.
+    assert db.with_versions("SELECT heartbeat_v1(:job_id)", (("heartbeat", 2, 3),)) == "SELECT heartbeat_v1(:job_id)"
 
 
 # ---- cost and plans -------------------------------------------------------------------------

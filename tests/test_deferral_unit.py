@@ -90,6 +90,8 @@ class FakeDB:
             rows, self.queue = self.queue[:p["limit"]], self.queue[p["limit"]:]
             return [SimpleNamespace(_mapping=r) for r in rows]
         self.calls.append((name, p))
+        if name == "worker_heartbeat":
+            return SimpleNamespace(all=lambda: [SimpleNamespace(ti_id=None, try_number=None, state="alive", reason=None)])
         value = {"register_job": 7, "heartbeat": True, "defer_ti": "deferred", "finish_ti": "success"}.get(name)
         return SimpleNamespace(scalar_one=lambda: value)
 

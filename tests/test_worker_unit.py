@@ -154,6 +154,9 @@ class FakeDB:
         if name == "claim_tis":
             rows, self.queue = self.queue[:p["limit"]], self.queue[p["limit"]:]
             return [SimpleNamespace(_mapping=r) for r in rows]
+        if name == "worker_heartbeat":
+            return SimpleNamespace(all=lambda: [SimpleNamespace(ti_id=None, try_number=None, reason=None,
+                                                                state="alive" if self.alive else "dead")])
         value = {"register_job": 42, "heartbeat": self.alive, "finish_job": None, "pending_work": self.pending}.get(name)
         if name == "finish_ti":
             self.finished.append(p)

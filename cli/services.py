@@ -1,0 +1,70 @@
+"""`engine tick`, `scheduler`, `worker`, `triggerer`: the long-running services (and one pass)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from cli.common import Context, handle_errors, pass_ctx
+from engine import validate
+from engine.errors import EngineError
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+@pass_ctx
+@handle_errors
+def tick(c: Context, as_json):
+    """One scheduling pass (for cron or a systemd timer), then exit."""
+    from engine.scheduler import Scheduler, format_summary
+
+    sched = Scheduler(c.engine(), c.cfg())
+    try:
+        summary = sched.run_once()
+    finally:
+        sched.stop()
+    click.echo(json.dumps(summary) if as_json else format_summary(summary))
+    if summary["errors"]:  # the other steps ran; say which failed, and exit non-zero for cron's mail
+        for e in summary["errors"]:
+            click.echo(f"error: step {e['step']} failed: {e['error']}", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--max-ticks", type=click.IntRange(1), help="stop after this many passes")
+@pass_ctx
+@handle_errors
+def scheduler(c: Context, max_ticks):
+    """Tick in a loop until SIGTERM."""
+    from engine.scheduler import Scheduler
+
+    Scheduler(c.engine(), c.cfg()).loop(max_ticks=max_ticks)
+
+
+@click.command()
+@click.option("--queues", help="comma-separated queues (default: worker_queues)")
+@click.option("--concurrency", type=click.IntRange(1, 10_000), help="tasks run at once (default: worker_concurrency)")
+@click.option("--burst", is_flag=True, help="exit when nothing is queued or running")
+@pass_ctx
+@handle_errors
+def worker(c: Context, queues, concurrency, burst):
+    """Claim queued TIs and run them in subprocesses."""
+    from engine.worker import Worker
+
+    cfg = c.cfg()
+    qs = [validate.check_id(q.strip(), "queue", "--queues") for q in (queues or cfg.worker_queues).split(",") if q.strip()]
+    if not qs:
+        raise EngineError("--queues names no queue; pass e.g. --queues default")
+    Worker(c.engine(), cfg, queues=qs, concurrency=concurrency).loop(burst=burst)
+
+
+@click.command()
+@click.option("--capacity", type=click.IntRange(1, 1_000_000), help="triggers run at once (default: triggerer_capacity)")
+@pass_ctx
+@handle_errors
+def triggerer(c: Context, capacity):
+    """Run the triggers of deferred TIs (asyncio) until SIGTERM."""
+    from engine.triggerer import Triggerer
+
+    Triggerer(c.engine(), c.cfg(), capacity=capacity).run()

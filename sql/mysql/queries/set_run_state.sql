@@ -1,0 +1,1 @@
+CALL set_run_state_v1(:dag_id, :run_id, :action, :reason, :now)

@@ -1,0 +1,1 @@
+CALL heartbeat_v2(:job_id, :running, :now)

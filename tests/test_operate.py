@@ -1,0 +1,350 @@
+"""Operating runs and tasks from the command line (issue 10, section 1), on both dialects:
+inspect (runs list/show, tasks list/state, logs), change (tasks clear/mark/kill, runs
+mark/cancel: stored functions, history rows), stop running tries through the worker's
+heartbeat, backfill, trigger --logical-date, dags test / tasks test, and bad input (one line,
+nothing changed)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from cli.main import main as engine_cli
+from engine import db
+from engine.scheduler import Scheduler
+from engine.worker import Worker
+from tests.helpers import claim, drive, finish, sql, sync_source, tick, ti_states, trigger
+
+CHAIN = """
+from engine import DAG, BashTask
+
+with DAG("chain"):
+    a = BashTask("a", bash_command="echo a ran")
+    b = BashTask("b", bash_command="if [ -f {marker} ]; then echo b ok; else echo b failing; exit 3; fi")
+    c = BashTask("c", bash_command="echo c ran")
+    a >> b >> c
+"""
+
+SLOW = """
+from engine import DAG, BashTask
+
+with DAG("slow"):
+    s = BashTask("s", bash_command="if [ -f {marker} ]; then echo done; else echo sleeping; exec sleep 600; fi")
+    t = BashTask("t", bash_command="echo t")
+    s >> t
+"""
+
+PLAIN = """
+from engine import DAG, BashTask
+
+with DAG("plain"):
+    x = BashTask("x", bash_command="echo x")
+    y = BashTask("y", bash_command="echo y")
+    x >> y
+
+with DAG("daily", schedule="0 0 * * *", start_date="2026-01-01", catchup=False):
+    BashTask("d", bash_command="echo day $ENGINE_RUN_ID")
+"""
+
+
+def cli(url, *args):
+    return CliRunner().invoke(engine_cli, list(args), env={"ENGINE_DATABASE_URL": url})
+
+
+def ok(result):
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.stdout
+
+
+def refused(result, *needles):
+    assert result.exit_code == 1, f"exit {result.exit_code}: {result.output}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def snapshot(eng) -> dict:
+    """Everything an operator command may change."""
+    return {"tis": sql(eng, "SELECT id, state, try_number, max_tries, state_reason FROM task_instance ORDER BY id"),
+            "runs": sql(eng, "SELECT id, state, state_reason FROM dag_run ORDER BY id"),
+            "history": sql(eng, "SELECT COUNT(*) FROM task_instance_history")[0][0],
+            "changes": sql(eng, "SELECT COUNT(*) FROM state_change")[0][0]}
+
+
+def assert_history_invariant(eng) -> None:
+    """One task_instance_history row per finished try, never two."""
+    dup = sql(eng, "SELECT ti_id, try_number, COUNT(*) FROM task_instance_history GROUP BY ti_id, try_number "
+                   "HAVING COUNT(*) > 1")
+    assert dup == [], dup
+
+
+def run_until(eng, cfg, worker, done, rounds=600):
+    """Scheduler and worker passes in this process until done() (states, not time)."""
+    sched = Scheduler(eng, cfg)
+    try:
+        for _ in range(rounds):
+            sched.run_once()
+            worker.run_once()
+            if done():
+                return
+            time.sleep(0.05)
+    finally:
+        sched.stop()
+    raise AssertionError("the engine did not get there")
+
+
+def run_state(eng, dag_id, run_id="r1"):
+    return sql(eng, "SELECT state FROM dag_run WHERE dag_id = :d AND run_id = :r", d=dag_id, r=run_id)[0][0]
+
+
+def ti(eng, dag_id, task_id, run_id="r1"):
+    return sql(eng, "SELECT * FROM task_instance WHERE dag_id = :d AND run_id = :r AND task_id = :t",
+               d=dag_id, r=run_id, t=task_id)[0]
+
+
+def test_failed_task_inspected_log_read_cleared_downstream_rerun_and_the_run_succeeds(db_url, eng, cfg, tmp_path):
+    marker = tmp_path / "fixed"
+    sync_source(eng, tmp_path / "dags", CHAIN.format(marker=marker))
+    trigger(eng, "chain", "r1")
+    worker = Worker(eng, cfg)
+    try:
+        run_until(eng, cfg, worker, lambda: run_state(eng, "chain") == "failed")
+        # Inspect: the run list, the run, the TIs, one state, the log.
+        runs = json.loads(ok(cli(db_url, "runs", "list", "--dag", "chain", "--state", "failed", "--json")))
+        assert [(r["run_id"], r["state"], r["failed"]) for r in runs] == [("r1", "failed", 2)]
+        assert json.loads(ok(cli(db_url, "runs", "list", "--state", "success", "--json"))) == []
+        shown = ok(cli(db_url, "runs", "show", "chain", "r1"))
+        assert "run r1 of chain: failed" in shown and "upstream_failed" in shown
+        tis = json.loads(ok(cli(db_url, "tasks", "list", "chain", "r1", "--json")))
+        assert {t["task_id"]: (t["state"], t["try_number"]) for t in tis} == \
+            {"a": ("success", 1), "b": ("failed", 1), "c": ("upstream_failed", 0)}
+        assert ok(cli(db_url, "tasks", "state", "chain", "r1", "b")).strip() == "failed"
+        log = ok(cli(db_url, "logs", "chain", "r1", "b"))
+        assert "b failing" in log and "try 1 of chain.b" in log
+        assert "b failing" in ok(cli(db_url, "logs", "chain", "r1", "b", "--try", "1", "--follow"))
+        refused(cli(db_url, "logs", "chain", "r1", "c"), "has not started a try")
+        refused(cli(db_url, "logs", "chain", "r1", "b", "--try", "2"), "has no try 2")
+
+        # Without a terminal and without --yes: shown, refused, nothing changed.
+        before = snapshot(eng)
+        r = cli(db_url, "tasks", "clear", "chain", "--run", "r1", "--task", "^b$", "--downstream")
+        refused(r, "would clear 2 TI(s)", "--yes")
+        assert "b" in r.stdout and "c" in r.stdout
+        assert snapshot(eng) == before
+
+        marker.write_text("ok")
+        out = ok(cli(db_url, "tasks", "clear", "chain", "--run", "r1", "--task", "^b$", "--downstream", "--yes"))
+        assert "cleared 2 TI(s) in 1 run(s)" in out
+        assert ti_states(eng, "chain") == {"a": "success", "b": "none", "c": "none"}
+        assert run_state(eng, "chain") == "running"
+        assert ti(eng, "chain", "b").max_tries == 1  # a new try: try 1 done, retries 0
+
+        run_until(eng, cfg, worker, lambda: run_state(eng, "chain") in ("success", "failed"))
+    finally:
+        worker.stop()
+    assert run_state(eng, "chain") == "success"
+    assert ti_states(eng, "chain") == {"a": "success", "b": "success", "c": "success"}
+    assert (ti(eng, "chain", "a").try_number, ti(eng, "chain", "b").try_number) == (1, 2)  # a did not rerun
+    assert "b ok" in ok(cli(db_url, "logs", "chain", "r1", "b"))
+    assert "b failing" in ok(cli(db_url, "logs", "chain", "r1", "b", "--try", "1"))
+    assert_history_invariant(eng)
+    changes = sql(eng, "SELECT action, task_id, from_state, to_state FROM state_change ORDER BY id")
+    assert [tuple(c) for c in changes] == [("clear", "b", "failed", "none"), ("clear", "c", "upstream_failed", "none"),
+                                           ("clear", None, "failed", "running")]
+    show = json.loads(ok(cli(db_url, "runs", "show", "chain", "r1", "--json")))
+    assert show["run"]["state"] == "success" and len(show["changes"]) == 3
+    # A log written on another host: one line naming the host and the path.
+    sql(eng, "UPDATE task_instance SET hostname = 'worker-elsewhere', log_path = '/nonexistent/attempt=1.log' "
+             "WHERE task_id = 'a'")
+    refused(cli(db_url, "logs", "chain", "r1", "a"), "is on host worker-elsewhere (/nonexistent/attempt=1.log)",
+            "read it there")
+
+
+def _wait_running(eng, cfg, worker, dag_id, task_id):
+    run_until(eng, cfg, worker, lambda: ti(eng, dag_id, task_id).state == "running"
+              and any(c.row["task_id"] == task_id for c in worker.children))
+
+
+def _stopped(worker, pid):
+    worker.job.heartbeat_interval = 0  # the next pass beats: the stop request arrives with it
+    return lambda: all(c.proc.pid != pid for c in worker.children)
+
+
+def test_kill_and_clear_stop_the_running_try_through_its_worker(db_url, eng, cfg, tmp_path):
+    marker = tmp_path / "go"
+    sync_source(eng, tmp_path / "dags", SLOW.format(marker=marker))
+    trigger(eng, "slow", "r1")
+    worker = Worker(eng, cfg)
+    try:
+        # kill: the running try is stopped by its worker; t (downstream) never starts.
+        _wait_running(eng, cfg, worker, "slow", "s")
+        pid = worker.children[0].proc.pid
+        follow = subprocess.Popen([sys.executable, "-m", "cli.main", "logs", "slow", "r1", "s", "--follow", "--poll",
+                                   "0.05"], env={**os.environ, "ENGINE_DATABASE_URL": db_url}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        out = ok(cli(db_url, "tasks", "kill", "slow", "r1", "s", "--reason", "stuck"))
+        followed, errors = follow.communicate(timeout=120)  # --follow ends when the try is no longer running
+        assert follow.returncode == 0 and "try 1 of slow.s" in followed, errors
+        assert "running -> failed" in out
+        row = ti(eng, "slow", "s")
+        assert (row.state, row.state_reason) == ("failed", "stuck")
+        run_until(eng, cfg, worker, _stopped(worker, pid))
+        run_until(eng, cfg, worker, lambda: run_state(eng, "slow") == "failed")
+        assert ti(eng, "slow", "s").state == "failed"  # the stale report changed nothing
+        assert ti_states(eng, "slow") == {"s": "failed", "t": "upstream_failed"}
+        assert "stop requested" in Path(row.log_path).read_text()
+        refused(cli(db_url, "tasks", "kill", "slow", "r1", "s"), "nothing to change")
+
+        # clear while running: restarting, stopped first, then a new try that runs alone.
+        ok(cli(db_url, "tasks", "clear", "slow", "--run", "r1", "--yes"))
+        _wait_running(eng, cfg, worker, "slow", "s")
+        pid = worker.children[0].proc.pid
+        out = ok(cli(db_url, "tasks", "clear", "slow", "--run", "r1", "--task", "^s$", "--yes"))
+        assert "1 running try is being stopped by its worker first" in out
+        assert ti(eng, "slow", "s").state == "restarting"
+        marker.write_text("go")
+        run_until(eng, cfg, worker, _stopped(worker, pid))
+        run_until(eng, cfg, worker, lambda: run_state(eng, "slow") in ("success", "failed"))
+    finally:
+        worker.stop()
+    assert run_state(eng, "slow") == "success"
+    s = ti(eng, "slow", "s")
+    assert s.try_number == 3
+    tries = sql(eng, "SELECT try_number, state, start_date, end_date FROM task_instance_history "
+                     "WHERE task_id = 's' ORDER BY try_number")
+    assert [(t.try_number, t.state) for t in tries] == [(1, "failed"), (2, "failed"), (3, "success")]
+    assert tries[2].start_date >= tries[1].end_date  # the new try started after the old one ended
+    assert_history_invariant(eng)
+    actions = [r[0] for r in sql(eng, "SELECT action FROM state_change WHERE task_id = 's' ORDER BY id")]
+    assert actions == ["kill", "clear", "clear", "restarted"]
+
+
+def test_mark_and_cancel_runs_and_tasks(db_url, eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    trigger(eng, "plain", "r1")
+    drive(eng, cfg, outcomes={"x": 1})
+    assert run_state(eng, "plain") == "failed"
+    # mark the failed TI success: the run reopens, y runs, the run succeeds.
+    out = ok(cli(db_url, "tasks", "mark", "success", "plain", "r1", "x"))
+    assert "failed -> success" in out
+    assert ti_states(eng, "plain") == {"x": "success", "y": "upstream_failed"}
+    ok(cli(db_url, "tasks", "clear", "plain", "--run", "r1", "--task", "^y$", "--yes"))
+    drive(eng, cfg)
+    assert run_state(eng, "plain") == "success"
+    out = ok(cli(db_url, "runs", "mark", "failed", "plain", "r1", "--reason", "bad data"))
+    assert "run r1 of plain: failed" in out
+    assert sql(eng, "SELECT state_reason FROM dag_run WHERE run_id = 'r1'")[0][0] == "bad data"
+    refused(cli(db_url, "runs", "mark", "failed", "plain", "r1"), "already failed")
+
+    # cancel a running run: its queued TI never starts; unstarted ones are skipped.
+    trigger(eng, "plain", "r2")
+    tick(eng, cfg)
+    tick(eng, cfg)
+    states = {r.task_id: r.state for r in sql(eng, "SELECT task_id, state FROM task_instance WHERE run_id = 'r2'")}
+    assert states["x"] in ("scheduled", "queued") and states["y"] == "none"
+    out = ok(cli(db_url, "runs", "cancel", "plain", "r2"))
+    assert "run r2 of plain: failed; 2 unfinished TI(s) changed" in out
+    assert claim(eng) == []  # the queued TI never starts
+    states = {r.task_id: (r.state, r.state_reason) for r in
+              sql(eng, "SELECT task_id, state, state_reason FROM task_instance WHERE run_id = 'r2'")}
+    assert states == {"x": ("skipped", "cancel by an operator"), "y": ("skipped", "cancel by an operator")}
+    drive(eng, cfg)
+    assert run_state(eng, "plain", "r2") == "failed"
+
+    # mark a running run success: its running TI's try ends as success; the late report is stale.
+    trigger(eng, "plain", "r3")
+    tick(eng, cfg)
+    (running,) = [t for t in claim(eng) if t.run_id == "r3"]
+    ok(cli(db_url, "runs", "mark", "success", "plain", "r3"))
+    assert finish(eng, running, 1) is None
+    assert {r.state for r in sql(eng, "SELECT state FROM task_instance WHERE run_id = 'r3'")} == {"success"}
+    assert_history_invariant(eng)
+
+
+def test_bad_input_is_one_line_and_changes_nothing(db_url, eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    trigger(eng, "plain", "r1")
+    drive(eng, cfg)
+    before = snapshot(eng)
+    cases = [
+        (("runs", "show", "nope", "r1"), "unknown DAG 'nope'"),
+        (("runs", "show", "plain", "nope"), "has no run 'nope'"),
+        (("runs", "list", "--dag", "nope"), "unknown DAG"),
+        (("runs", "list", "--state", "weird"), "weird"),
+        (("tasks", "list", "plain", "nope"), "has no run"),
+        (("tasks", "state", "plain", "r1", "zz"), "has no TI of task 'zz'"),
+        (("tasks", "state", "plain", "r1", "x", "--map-index", "3"), "map index 3"),
+        (("logs", "plain", "r1", "zz"), "has no TI of task"),
+        (("tasks", "clear", "nope", "--yes"), "unknown DAG"),
+        (("tasks", "clear", "plain", "--run", "nope", "--yes"), "has no run"),
+        (("tasks", "clear", "plain", "--task", "zz", "--yes"), "no task of DAG"),
+        (("tasks", "clear", "plain", "--task", "(", "--yes"), "not a regular expression"),
+        (("tasks", "mark", "success", "plain", "r1", "zz"), "has no TI of task"),
+        (("tasks", "mark", "success", "plain", "r1", "x"), "already success"),
+        (("tasks", "mark", "skipped", "plain", "r1", "x"), "skipped"),
+        (("tasks", "kill", "plain", "r1", "x"), "nothing to change"),
+        (("tasks", "kill", "nope", "r1", "x"), "unknown DAG"),
+        (("runs", "cancel", "plain", "r1"), "already finished (success); nothing to cancel"),
+        (("runs", "cancel", "plain", "nope"), "has no run"),
+        (("runs", "mark", "success", "plain", "r1"), "already success"),
+        (("runs", "mark", "success", "plain", "bad id!"), "run id"),
+        (("dags", "trigger", "plain", "--logical-date", "yesterday"), "is not a date"),
+        (("dags", "trigger", "plain", "--logical-date", "3000-01-02"), "out of range"),
+        (("dags", "backfill", "plain", "--start", "2026-01-01", "--end", "2026-01-02"), "has no schedule"),
+        (("dags", "backfill", "daily", "--start", "2026-01-05", "--end", "2026-01-01"), "before"),
+        (("dags", "backfill", "nope", "--start", "2026-01-01", "--end", "2026-01-02"), "unknown DAG"),
+        (("tasks", "test", "plain", "zz"), "has no task 'zz'"),
+        (("dags", "test", "nope"), "unknown DAG"),
+    ]
+    for args, needle in cases:
+        refused(cli(db_url, *args), needle)
+    assert snapshot(eng) == before
+    assert ok(cli(db_url, "tasks", "clear", "plain", "--run", "r1", "--only-failed", "--yes")).strip() == \
+        "nothing to clear"
+
+
+def test_trigger_logical_date_and_backfill(db_url, eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    out = ok(cli(db_url, "dags", "trigger", "plain", "--logical-date", "2026-02-01"))
+    assert "manual__2026-02-01T00:00:00.000000+00:00" in out
+    ld = sql(eng, "SELECT logical_date FROM dag_run WHERE dag_id = 'plain'")[0][0]
+    assert ld.replace(tzinfo=timezone.utc) == datetime(2026, 2, 1, tzinfo=timezone.utc)
+
+    with db.connect(eng) as conn:  # one step, at most 2 active
+        step = db.run(conn, "backfill", dag_id="daily", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+                      end_date=datetime(2026, 1, 5, tzinfo=timezone.utc), max_active=2, rerun_failed=False, now=None).one()
+    assert (step.created, step.active, step.remaining) == (2, 2, 3)
+    out = ok(cli(db_url, "dags", "backfill", "daily", "--start", "2026-01-01", "--end", "2026-01-05"))
+    assert "3 run(s) created" in out
+    runs = sql(eng, "SELECT run_id, run_type FROM dag_run WHERE dag_id = 'daily' AND run_type = 'backfill' ORDER BY logical_date")
+    assert [r.run_id for r in runs] == [f"backfill__2026-01-0{d}T00:00:00+00:00" for d in range(1, 6)]
+    assert {r.run_type for r in runs} == {"backfill"}
+    drive(eng, cfg, outcomes={"d": 1})
+    assert set(r[0] for r in sql(eng, "SELECT state FROM dag_run WHERE run_type = 'backfill'")) == {"failed"}
+    out = ok(cli(db_url, "dags", "backfill", "daily", "--start", "2026-01-01", "--end", "2026-01-05"))
+    assert "0 run(s) created, 0 rerun" in out  # nothing twice
+    out = ok(cli(db_url, "dags", "backfill", "daily", "--start", "2026-01-02", "--end", "2026-01-03",
+                 "--rerun-failed"))
+    assert "2 failed run(s) rerun" in out
+    drive(eng, cfg)
+    states = [r[0] for r in sql(eng, "SELECT state FROM dag_run WHERE run_type = 'backfill' ORDER BY logical_date")]
+    assert states == ["failed", "success", "success", "failed", "failed"]
+    assert_history_invariant(eng)
+
+
+def test_dags_test_and_tasks_test(db_url, eng, cfg, tmp_path):
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    before = snapshot(eng)
+    r = cli(db_url, "tasks", "test", "plain", "y")
+    assert r.exit_code == 0 and "y\n" in r.stdout and "exited with 0" in r.stderr, r.output
+    assert snapshot(eng) == before  # nothing recorded
+    out = ok(cli(db_url, "dags", "test", "plain", "--logical-date", "2026-03-01"))
+    assert "== x try 1: success" in out and "== y try 1: success" in out and ": success in" in out
+    assert sql(eng, "SELECT state, logical_date FROM dag_run WHERE dag_id = 'plain'")[0][0] == "success"
