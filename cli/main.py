@@ -603,5 +603,9 @@ def sql_lint(path):
                f"{len(files) - pg} MySQL (each defines its object; blocks balance)")
 
 
+from cli.ops import register as _register_ops  # noqa: E402  (db clean, metrics, db url/shell: cli/ops.py)
+_register_ops(main)
+
+
 if __name__ == "__main__":
     main()

@@ -56,6 +56,12 @@ SETTINGS = [
     Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once", 1, 1_000_000),
     Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle",
             0, 3600, positive=True),
+    Setting("retention_days", 30.0, float, "days `engine db clean` and the scheduler keep finished runs, tries, "
+            "triggers, ended jobs and tick_log rows (`--older-than` overrides)", 0, 36500, positive=True),
+    Setting("clean_interval", 3600.0, float, "seconds between the scheduler's retention cleanups across all "
+            "schedulers (clean_v1); 0: the scheduler never cleans (run `engine db clean` yourself)", 0, 30 * DAY),
+    Setting("clean_batch", 1000, int, "most rows clean_v1 deletes per table per call (one short transaction)",
+            1, 100_000),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
             "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
 ]

@@ -1,0 +1,45 @@
+"""Retention: clean_v1 deletes old rows in bounded batches (`engine db clean`, and the scheduler
+at most every clean_interval), keeping anything a live run or a live job still needs.
+
+- clean_v1 (both dialects): one batch per table per call, lock scheduler_lock('db_clean');
+- the lock row db_clean (its last_run_at: when the cleanup last caught up);
+- indexes on the columns the cutoff reads, so each batch reads only what it deletes:
+  tick_log(started_at), task_instance_history(end_date), dag_run(state, end_date),
+  dag_run(dag_id, id) (the newest run of a DAG is kept), job(state, end_date).
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-23
+"""
+import sqlalchemy as sa
+from alembic import op
+
+from engine.procedures import install, remove
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+NEW = ["clean_v1"]
+INDEXES = [
+    ("tick_log_started_at", "tick_log", ["started_at"]),
+    ("task_instance_history_end_date", "task_instance_history", ["end_date"]),
+    ("dag_run_state_end_date", "dag_run", ["state", "end_date"]),
+    ("dag_run_dag_id_id", "dag_run", ["dag_id", "id"]),
+    ("job_state_end_date", "job", ["state", "end_date"]),
+]
+
+
+def upgrade():
+    op.bulk_insert(sa.table("scheduler_lock", sa.column("name")), [{"name": "db_clean"}])
+    for name, table, columns in INDEXES:
+        op.create_index(name, table, columns)
+    install(op, NEW, revision)
+
+
+def downgrade():
+    remove(op, NEW)
+    for name, table, _ in reversed(INDEXES):
+        op.drop_index(name, table_name=table)
+    op.execute("DELETE FROM scheduler_lock WHERE name = 'db_clean'")
