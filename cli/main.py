@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import sys
 from pathlib import Path
 
 import click
 import sqlalchemy as sa
 
-from engine import db, migrate, procedures, validate
+from engine import db, logs, migrate, procedures, validate
 from engine.config import load_config
 from engine.errors import EngineError
 
@@ -28,6 +27,7 @@ class Context:
             self._cfg = None
         if self._cfg is None:
             self._cfg = load_config(self.overrides, self.config_path)
+            logs.apply_config(self._cfg)
         return self._cfg
 
     def engine(self, migrated: bool = True):
@@ -150,11 +150,11 @@ class OneLineGroup(click.Group):
 @click.option("--database-url", envvar=None, help="SQLAlchemy URL (default: ENGINE_DATABASE_URL, engine.toml, embedded)")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="engine.toml to read")
 @click.option("-v", "--verbose", is_flag=True, help="log what the services do")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="log lines as text or JSON (default: log_format)")
 @click.pass_context
-def main(ctx, database_url, config_path, verbose):
+def main(ctx, database_url, config_path, verbose, log_format):
     """A workflow scheduler whose decisions are made by the database."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(verbose, log_format)
     ctx.obj = Context(database_url, config_path)
     ctx.call_on_close(ctx.obj.close)
 
@@ -392,41 +392,53 @@ def tick(c: Context, as_json):
 
 @main.command()
 @click.option("--max-ticks", type=click.IntRange(1), help="stop after this many passes")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), help="serve Prometheus /metrics here (default: metrics_port)")
 @pass_ctx
 @handle_errors
-def scheduler(c: Context, max_ticks):
+def scheduler(c: Context, max_ticks, metrics_port):
     """Tick in a loop until SIGTERM."""
+    from engine import metrics
     from engine.scheduler import Scheduler
 
-    Scheduler(c.engine(), c.cfg()).loop(max_ticks=max_ticks)
+    sched = Scheduler(c.engine(), c.cfg(metrics_port=metrics_port))
+    metrics.serve(c.cfg(), c.engine(), sched.job, "scheduler")
+    sched.loop(max_ticks=max_ticks)
 
 
 @main.command()
 @click.option("--queues", help="comma-separated queues (default: worker_queues)")
 @click.option("--concurrency", type=click.IntRange(1, 10_000), help="tasks run at once (default: worker_concurrency)")
 @click.option("--burst", is_flag=True, help="exit when nothing is queued or running")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), help="serve Prometheus /metrics here (default: metrics_port)")
 @pass_ctx
 @handle_errors
-def worker(c: Context, queues, concurrency, burst):
+def worker(c: Context, queues, concurrency, burst, metrics_port):
     """Claim queued TIs and run them in subprocesses."""
+    from engine import metrics
     from engine.worker import Worker
 
-    cfg = c.cfg()
+    cfg = c.cfg(metrics_port=metrics_port)
     qs = [validate.check_id(q.strip(), "queue", "--queues") for q in (queues or cfg.worker_queues).split(",") if q.strip()]
     if not qs:
         raise EngineError("--queues names no queue; pass e.g. --queues default")
-    Worker(c.engine(), cfg, queues=qs, concurrency=concurrency).loop(burst=burst)
+    w = Worker(c.engine(), cfg, queues=qs, concurrency=concurrency)
+    metrics.serve(cfg, c.engine(), w.job, "worker")
+    w.loop(burst=burst)
 
 
 @main.command()
 @click.option("--capacity", type=click.IntRange(1, 1_000_000), help="triggers run at once (default: triggerer_capacity)")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), help="serve Prometheus /metrics here (default: metrics_port)")
 @pass_ctx
 @handle_errors
-def triggerer(c: Context, capacity):
+def triggerer(c: Context, capacity, metrics_port):
     """Run the triggers of deferred TIs (asyncio) until SIGTERM."""
+    from engine import metrics
     from engine.triggerer import Triggerer
 
-    Triggerer(c.engine(), c.cfg(), capacity=capacity).run()
+    t = Triggerer(c.engine(), c.cfg(metrics_port=metrics_port), capacity=capacity)
+    metrics.serve(c.cfg(), c.engine(), t.job, "triggerer")
+    t.run()
 
 
 @main.group()
@@ -529,10 +541,16 @@ def undrain(c: Context, dag_id):
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--check", is_flag=True, help="health check: exit 0 when healthy, else 2 with one line per problem")
+@click.option("--max-queued-age", type=Seconds(30 * 86400), help="--check: seconds the oldest queued TI may wait "
+              "(default: health_max_queued_age)")
 @pass_ctx
 @handle_errors
-def status(c: Context, as_json):
+def status(c: Context, as_json, check, max_queued_age):
     """Pools, queue depth, running TIs, recent runs and live jobs, from the SQL views."""
+    if check:
+        from cli.ops import status_check
+        return status_check(c, as_json, max_queued_age)
     sections = [("dag errors", "status_dag_errors"), ("pools", "status_pools"), ("queues", "status_queues"), ("why pending", "status_pending"),
                 ("running", "status_running"),
                 ("recent runs", "status_runs"), ("live jobs", "status_jobs")]

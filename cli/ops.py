@@ -57,7 +57,42 @@ def db_clean(c, older_than, table_name, dry_run, batch, as_json):
                f"in {result['calls']} call(s) of clean_v1")
 
 
+def status_check(c, as_json: bool, max_queued_age: float | None) -> None:
+    """`engine status --check`: the named query health_check decides; exit 0 when it finds no
+    problem, 2 with one line per problem (1 stays "could not check": bad input, database down)."""
+    from engine import db
+
+    cfg = c.cfg()
+    with db.connect(c.engine()) as conn:
+        problems = db.run(conn, "health_check", threshold=float(cfg.job_heartbeat_threshold),
+                          max_queued_age=float(max_queued_age or cfg.health_max_queued_age)).all()
+    if as_json:
+        click.echo(json.dumps({"healthy": not problems, "problems": [dict(p._mapping) for p in problems]}))
+    elif not problems:
+        click.echo("healthy")
+    for p in problems if not as_json else ():
+        click.echo(f"{p.problem}: {p.detail}")
+    if problems:
+        raise SystemExit(2)
+
+
+@click.command("metrics")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per sample instead of Prometheus' text format")
+@pass_ctx
+@handle_errors
+def metrics_cmd(c, as_json):
+    """Print the metrics the database knows once (Prometheus text format), for cron users."""
+    from engine import metrics
+
+    if not as_json:
+        click.echo(metrics.text_once(c.engine()), nl=False)
+        return
+    for r in metrics.database_samples(c.engine()):
+        labels = {k: getattr(r, k) for k in metrics.LABELS if getattr(r, k) is not None}
+        click.echo(json.dumps({"metric": metrics.PREFIX + r.metric, "labels": labels, "value": float(r.value or 0)}))
+
+
 def register(main: click.Group) -> None:
     """Add the commands of this module to the groups of `engine`."""
-    db = main.commands["db"]
-    db.add_command(db_clean)
+    main.commands["db"].add_command(db_clean)
+    main.add_command(metrics_cmd)

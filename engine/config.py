@@ -62,6 +62,12 @@ SETTINGS = [
             "schedulers (clean_v1); 0: the scheduler never cleans (run `engine db clean` yourself)", 0, 30 * DAY),
     Setting("clean_batch", 1000, int, "most rows clean_v1 deletes per table per call (one short transaction)",
             1, 100_000),
+    Setting("metrics_port", 0, int, "port of the Prometheus /metrics endpoint of `engine scheduler`, `worker` and "
+            "`triggerer` (`--metrics-port`); 0: none", 0, 65535),
+    Setting("metrics_host", "0.0.0.0", str, "address the /metrics endpoint listens on"),
+    Setting("log_format", "text", str, "log lines of the services: text or json (`--log-format`)"),
+    Setting("health_max_queued_age", 600.0, float, "seconds the oldest queued TI may wait before `engine status "
+            "--check` reports it", 0, 30 * DAY, positive=True),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
             "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
 ]
@@ -121,6 +127,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
         if not isinstance(raw, str):
             raise EngineError(f"{where}: {raw!r} is not a string; fix it")
         validate.check_text(raw, setting.name, where)
+        if setting.name == "log_format" and raw not in ("text", "json"):
+            raise EngineError(f"{where}: {raw!r} is not a log format; use text or json")
         if setting.name == "worker_queues":
             queues = [q.strip() for q in raw.split(",") if q.strip()]
             if not queues:

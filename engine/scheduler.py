@@ -23,7 +23,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from engine import db
+from engine import db, metrics
 from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
@@ -161,6 +161,7 @@ class Scheduler:
                     continue
                 self.outage.ok()
                 ticks += 1
+                metrics.record_pass(summary, idle=not did_work(summary))
                 if did_work(summary):
                     log.info("%s", format_summary(summary), extra={"summary": summary})
                 else:

@@ -3,6 +3,10 @@ at most every clean_interval), keeping anything a live run or a live job still n
 
 - clean_v1 (both dialects): one batch per table per call, lock scheduler_lock('db_clean');
 - the lock row db_clean (its last_run_at: when the cleanup last caught up);
+- the view metrics: every count the database knows, for `engine metrics` and the Prometheus
+  endpoint (Airflow's metric names where one exists);
+- job.queues: the queues a worker claims from (comma-separated; NULL for other jobs), so
+  `engine status --check` can tell a queue with queued work and no live worker;
 - indexes on the columns the cutoff reads, so each batch reads only what it deletes:
   tick_log(started_at), task_instance_history(end_date), dag_run(state, end_date),
   dag_run(dag_id, id) (the newest run of a DAG is kept), job(state, end_date).
@@ -21,7 +25,7 @@ down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-NEW = ["clean_v1"]
+NEW = ["clean_v1", "metrics"]
 INDEXES = [
     ("tick_log_started_at", "tick_log", ["started_at"]),
     ("task_instance_history_end_date", "task_instance_history", ["end_date"]),
@@ -33,6 +37,7 @@ INDEXES = [
 
 def upgrade():
     op.bulk_insert(sa.table("scheduler_lock", sa.column("name")), [{"name": "db_clean"}])
+    op.add_column("job", sa.Column("queues", sa.Text, nullable=True))
     for name, table, columns in INDEXES:
         op.create_index(name, table, columns)
     install(op, NEW, revision)
@@ -42,4 +47,5 @@ def downgrade():
     remove(op, NEW)
     for name, table, _ in reversed(INDEXES):
         op.drop_index(name, table_name=table)
+    op.drop_column("job", "queues")
     op.execute("DELETE FROM scheduler_lock WHERE name = 'db_clean'")
