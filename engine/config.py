@@ -32,6 +32,8 @@ SETTINGS = [
     Setting("database_url", "", str, "SQLAlchemy URL; empty means the embedded PostgreSQL in ENGINE_HOME"),
     Setting("home", ".engine", str, "folder for the embedded database, logs and state"),
     Setting("dags_folder", "dags", str, "default PATH of `engine dags sync`"),
+    Setting("dags_are_paused_at_creation", True, bool, "a DAG new to the database starts paused (as Airflow's "
+            "setting of that name); a DAG's is_paused_upon_creation overrides it"),
     Setting("dag_import_timeout", 120.0, float, "seconds `engine dags sync` lets the DAG files of one sync import",
             0, 3600, positive=True),
     Setting("max_tis", 512, int, "most TIs one queue_tis call may queue", 1, 100_000),

@@ -31,7 +31,7 @@ DATABASE_METRICS = {
     "pool_running_slots": ("slots held by running TIs", "pool.running_slots.<pool>"),
     "pool_deferred_slots": ("slots of deferred TIs (held only with include_deferred)", "pool.deferred_slots.<pool>"),
     "pool_scheduled_slots": ("slots scheduled TIs will need", "pool.scheduled_slots.<pool>"),
-    "pool_starving_tasks": ("scheduled TIs waiting because their pool is full or too small", "pool.starving_tasks.<pool>"),
+    "pool_starving_tasks": ("scheduled TIs waiting because their pool is full, closed (0 slots) or too small", "pool.starving_tasks.<pool>"),
     "scheduler_tasks_starving": ("scheduled TIs waiting for a pool slot, all pools", "scheduler.tasks.starving"),
     "task_instances": ("TIs by pool, queue and state (scheduled, queued, running, deferred, up_for_retry)", None),
     "pending_tis": ("scheduled TIs by why they wait (view pending_reasons)", None),

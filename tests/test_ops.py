@@ -104,3 +104,64 @@ def test_json_log_lines():
     record.summary = {"tis_queued": 2}
     line = json.loads(logs.JsonFormatter().format(record))
     assert line["level"] == "INFO" and line["message"] == "tick: x" and line["summary"] == {"tis_queued": 2}
+
+
+PAUSE_DAGS = """
+from engine import DAG, BashTask
+with DAG("p1"):
+    BashTask("a", bash_command="true")
+with DAG("p2", is_paused_upon_creation=False):
+    BashTask("a", bash_command="true")
+"""
+
+
+def test_new_dags_paused_at_creation_and_sync_check(db_url, eng, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_DAGS_ARE_PAUSED_AT_CREATION", "true")  # the default outside the test suite
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "d.py").write_text(PAUSE_DAGS)
+    r = cli(db_url, "dags", "sync", "--check", str(folder))
+    assert (r.exit_code, r.output) == (0, f"ok: 2 DAG(s) in {folder}: p1, p2\n")
+    assert sql(eng, "SELECT count(*) FROM dag")[0][0] == 0  # --check writes nothing
+    (folder / "bad.py").write_text("from engine import DAG\nDAG('x', schedule='not cron', start_date='2026-01-01')\n")
+    r = cli(db_url, "dags", "sync", "--check", str(folder))
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1 and "bad.py" in r.output
+    (folder / "bad.py").unlink()
+    assert cli(db_url, "dags", "sync", str(folder)).exit_code == 0
+    paused = dict(sql(eng, "SELECT dag_id, is_paused FROM dag ORDER BY dag_id"))
+    assert {k: bool(v) for k, v in paused.items()} == {"p1": True, "p2": False}
+    assert cli(db_url, "dags", "unpause", "p1").exit_code == 0
+    assert cli(db_url, "dags", "sync", str(folder)).exit_code == 0  # an existing DAG keeps its state
+    assert not sql(eng, "SELECT is_paused FROM dag WHERE dag_id = 'p1'")[0][0]
+
+
+def test_pool_of_zero_slots_holds_its_work_until_opened(db_url, eng, cfg, tmp_path):
+    r = cli(db_url, "pools", "set", "p", "0")
+    assert r.exit_code == 0 and "closed" in r.output
+    sync_source(eng, tmp_path / "dags", 'with DAG("z"):\n    BashTask("a", bash_command="true", pool="p", pool_slots=2)\n')
+    trigger(eng, "z", "r1")
+    tick(eng, cfg)
+    tick(eng, cfg)
+    assert sql(eng, "SELECT state FROM task_instance")[0][0] == "scheduled"
+    assert [tuple(x) for x in sql(eng, "SELECT task_id, reason FROM pending_reasons")] == [("a", "pool closed")]
+    assert 'engine_pool_starving_tasks{pool="p"} 1.0' in cli(db_url, "metrics").output
+    assert cli(db_url, "pools", "set", "p", "1").exit_code == 1  # below the task's pool_slots: refused
+    assert cli(db_url, "pools", "set", "p", "2").exit_code == 0
+    tick(eng, cfg)
+    assert sql(eng, "SELECT state FROM task_instance")[0][0] == "queued"
+
+
+def test_db_url_and_db_shell(db_url):
+    import os
+    import subprocess
+    import sys
+
+    r = cli(db_url, "db", "url")
+    assert r.exit_code == 0 and r.output.strip() == db_url
+    shown = cli(db_url, "db", "shell", "--print").output
+    assert ("psql" in shown) if db_url.startswith("postgresql") else ("mariadb" in shown or "mysql" in shown)
+    flag = "-tAc" if db_url.startswith("postgresql") else "-sNe"
+    done = subprocess.run([sys.executable, "-m", "cli.main", "db", "shell", "--", flag, "SELECT 40 + 2"],
+                          env={**os.environ, "ENGINE_DATABASE_URL": db_url}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr

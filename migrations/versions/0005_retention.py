@@ -5,6 +5,8 @@ at most every clean_interval), keeping anything a live run or a live job still n
 - the lock row db_clean (its last_run_at: when the cleanup last caught up);
 - the view metrics: every count the database knows, for `engine metrics` and the Prometheus
   endpoint (Airflow's metric names where one exists);
+- the view pending_reasons changed in place (its 0004 text is kept in
+  sql/<dialect>/previous/0005/): a TI of a pool of 0 slots waits with reason 'pool closed';
 - job.queues: the queues a worker claims from (comma-separated; NULL for other jobs), so
   `engine status --check` can tell a queue with queued work and no live worker;
 - indexes on the columns the cutoff reads, so each batch reads only what it deletes:
@@ -18,13 +20,14 @@ Create Date: 2026-11-23
 import sqlalchemy as sa
 from alembic import op
 
-from engine.procedures import install, remove
+from engine.procedures import install, remove, restore
 
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
 
+CHANGED = ["pending_reasons"]  # new reason 'pool closed' (a pool of 0 slots holds its work)
 NEW = ["clean_v1", "metrics"]
 INDEXES = [
     ("tick_log_started_at", "tick_log", ["started_at"]),
@@ -40,11 +43,12 @@ def upgrade():
     op.add_column("job", sa.Column("queues", sa.Text, nullable=True))
     for name, table, columns in INDEXES:
         op.create_index(name, table, columns)
-    install(op, NEW, revision)
+    install(op, CHANGED + NEW, revision)
 
 
 def downgrade():
     remove(op, NEW)
+    restore(op, CHANGED, revision, down_revision)
     for name, table, _ in reversed(INDEXES):
         op.drop_index(name, table_name=table)
     op.drop_column("job", "queues")

@@ -31,9 +31,12 @@
 -- up" stamp. A second cleaner gets an error at once: MariaDB refuses NOWAIT in a stored
 -- procedure, so the row is read FOR UPDATE SKIP LOCKED and, when another transaction holds it,
 -- the procedure raises MySQL 8's NOWAIT error 3572 (see queue_tis_v1): the scheduler reports
--- "busy", `engine db clean` retries. The ids of a batch are read FOR UPDATE SKIP LOCKED into a
--- session temporary table (MySQL has no LIMIT in IN (subquery)); a row another transaction
--- holds is left for the next call.
+-- "busy", `engine db clean` retries. The ids of a batch are read WITHOUT locks (a consistent
+-- read at READ COMMITTED) into a session temporary table (MySQL has no LIMIT in IN (subquery)),
+-- then deleted through their primary key with every condition checked again: InnoDB locks
+-- every index record a locking read scans, so a FOR UPDATE selection over a large table
+-- locked rows of live runs and made schedulers wait (loadtests/bench_clean.py); the
+-- DELETE locks only the rows it deletes.
 -- Invariant: no row that a run in queued/running, an unfinished TI or a running job can still
 -- read is deleted; the conditions are re-checked on the locked rows (compare-and-set).
 -- Callers may assume: one call holds row locks on at most `batch` rows per table (plus the
@@ -100,10 +103,9 @@ body: BEGIN
               AND r.id < (SELECT MAX(n.id) FROM dag_run n WHERE n.dag_id = r.dag_id)
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.dag_run_id = r.id
                               AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'))
-            LIMIT v_batch
-            FOR UPDATE SKIP LOCKED;
+            LIMIT v_batch;
             DELETE d FROM clean_v1_ids i STRAIGHT_JOIN dag_run d ON d.id = i.id
-            WHERE d.state IN ('success', 'failed')
+            WHERE d.state IN ('success', 'failed') AND d.end_date < v_cutoff
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.dag_run_id = d.id
                               AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'));
             SET v_rows = ROW_COUNT();
@@ -125,9 +127,11 @@ body: BEGIN
             WHERE h.end_date < v_cutoff
               AND NOT EXISTS (SELECT 1 FROM dag_run r WHERE r.dag_id = h.dag_id AND r.run_id = h.run_id
                                                         AND r.state IN ('queued', 'running'))
-            LIMIT v_batch
-            FOR UPDATE SKIP LOCKED;
-            DELETE d FROM clean_v1_ids i STRAIGHT_JOIN task_instance_history d ON d.id = i.id;
+            LIMIT v_batch;
+            DELETE d FROM clean_v1_ids i STRAIGHT_JOIN task_instance_history d ON d.id = i.id
+            WHERE d.end_date < v_cutoff
+              AND NOT EXISTS (SELECT 1 FROM dag_run r WHERE r.dag_id = d.dag_id AND r.run_id = d.run_id
+                                                        AND r.state IN ('queued', 'running'));
             SET v_rows = ROW_COUNT();
         END IF;
         INSERT INTO clean_v1_out VALUES (2, TRUE, 'task_instance_history', v_rows, NOT p_dry_run AND v_rows >= v_batch);
@@ -147,10 +151,11 @@ body: BEGIN
             WHERE g.fired_at < v_cutoff
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.trigger_id = g.id
                               AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'))
-            LIMIT v_batch
-            FOR UPDATE SKIP LOCKED;
+            LIMIT v_batch;
             DELETE d FROM clean_v1_ids i STRAIGHT_JOIN `trigger` d ON d.id = i.id
-            WHERE d.fired_at IS NOT NULL;
+            WHERE d.fired_at < v_cutoff
+              AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.trigger_id = d.id
+                              AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'));
             SET v_rows = ROW_COUNT();
         END IF;
         INSERT INTO clean_v1_out VALUES (3, TRUE, 'trigger', v_rows, NOT p_dry_run AND v_rows >= v_batch);
@@ -174,10 +179,9 @@ body: BEGIN
                               AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'))
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.state = 'queued' AND ti.queued_by_job_id = j.id)
               AND NOT EXISTS (SELECT 1 FROM `trigger` g WHERE g.fired_at IS NULL AND g.triggerer_job_id = j.id)
-            LIMIT v_batch
-            FOR UPDATE SKIP LOCKED;
+            LIMIT v_batch;
             DELETE d FROM clean_v1_ids i STRAIGHT_JOIN job d ON d.id = i.id
-            WHERE d.state <> 'running'
+            WHERE d.state <> 'running' AND d.end_date < v_cutoff
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.worker_job_id = d.id
                               AND ti.state NOT IN ('success', 'failed', 'skipped', 'upstream_failed', 'removed'))
               AND NOT EXISTS (SELECT 1 FROM task_instance ti WHERE ti.state = 'queued' AND ti.queued_by_job_id = d.id)
@@ -195,9 +199,8 @@ body: BEGIN
         ELSE
             INSERT INTO clean_v1_ids (id)
             SELECT t.id FROM tick_log t WHERE t.started_at < v_cutoff
-            LIMIT v_batch
-            FOR UPDATE SKIP LOCKED;
-            DELETE d FROM clean_v1_ids i STRAIGHT_JOIN tick_log d ON d.id = i.id;
+            LIMIT v_batch;
+            DELETE d FROM clean_v1_ids i STRAIGHT_JOIN tick_log d ON d.id = i.id WHERE d.started_at < v_cutoff;
             SET v_rows = ROW_COUNT();
         END IF;
         INSERT INTO clean_v1_out VALUES (5, TRUE, 'tick_log', v_rows, NOT p_dry_run AND v_rows >= v_batch);

@@ -5,7 +5,7 @@
 -- scheduler_tasks_starving, triggers.running -> triggers_running): docs/operations.md lists them.
 --   pool_open_slots / pool_queued_slots / pool_running_slots / pool_deferred_slots /
 --   pool_scheduled_slots {pool}   slots by pool (open: NULL for an unlimited pool, left out)
---   pool_starving_tasks {pool}    scheduled TIs waiting because their pool is full or too small
+--   pool_starving_tasks {pool}    scheduled TIs waiting because their pool is full, closed or too small
 --   scheduler_tasks_starving      the same, all pools
 --   task_instances {pool,queue,state}  TIs in scheduled, queued, running, deferred, up_for_retry
 --   pending_tis {reason}          scheduled TIs by why they wait (view pending_reasons)
@@ -40,10 +40,10 @@ UNION ALL SELECT 'pool_scheduled_slots', u.pool, NULL, NULL, NULL, NULL,
                  (SELECT coalesce(sum(s.pool_slots), 0) FROM task_instance s WHERE s.pool = u.pool AND s.state = 'scheduled')
           FROM u
 UNION ALL SELECT 'pool_starving_tasks', p.name, NULL, NULL, NULL, NULL,
-                 (SELECT count(*) FROM pending_reasons r WHERE r.pool = p.name AND r.reason IN ('pool full', 'pool too small'))
+                 (SELECT count(*) FROM pending_reasons r WHERE r.pool = p.name AND r.reason IN ('pool full', 'pool closed', 'pool too small'))
           FROM pool p
 UNION ALL SELECT 'scheduler_tasks_starving', NULL, NULL, NULL, NULL, NULL, count(*)
-          FROM pending_reasons r WHERE r.reason IN ('pool full', 'pool too small')
+          FROM pending_reasons r WHERE r.reason IN ('pool full', 'pool closed', 'pool too small')
 UNION ALL SELECT 'task_instances', ti.pool, ti.queue, ti.state, NULL, NULL, count(*)
           FROM task_instance ti WHERE ti.state IN ('scheduled', 'queued', 'running', 'deferred', 'up_for_retry')
           GROUP BY ti.pool, ti.queue, ti.state
