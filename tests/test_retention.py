@@ -143,3 +143,34 @@ def test_idle_scheduler_writes_no_tick_log_rows_and_cleans_when_due(eng, cfg, tm
         assert sql(eng, "SELECT count(*) FROM tick_log")[0][0] == 1
     finally:
         s.stop()
+
+
+def test_db_clean_command_and_its_bad_input(db_url, eng, cfg, world):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    def cli(*args):
+        return CliRunner().invoke(main, ["--database-url", db_url, "db", "clean", *args])
+    before = counts(eng)
+    r = cli("--dry-run", "--json")
+    assert r.exit_code == 0 and json_tables(r.output) == dict.fromkeys(retention.TABLES, 0)
+    for bad, needle in (("3x", "is not an age"), ("0d", "out of range"), ("nan", "is not an age"), ("-1d", "is not an age")):
+        r = cli("--older-than", bad)
+        assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1 and needle in r.output, r.output
+    r = cli("--table", "task_instance")
+    assert r.exit_code == 1 and "is not one of" in r.output
+    r = cli("--batch", "0")
+    assert r.exit_code == 1 and "--batch" in r.output
+    assert counts(eng) == before  # refused input changed nothing
+    # Everything older than one second: the finished runs r1, r2 go, the live run r3 stays.
+    sql(eng, "UPDATE dag_run SET end_date = :t WHERE state = 'success'", t=db_now(eng) - timedelta(days=2))
+    r = cli("--older-than", "1d", "--table", "dag_run")
+    assert r.exit_code == 0 and "deleted 2 row(s)" in r.output, r.output
+    assert [x.run_id for x in sql(eng, "SELECT run_id FROM dag_run")] == ["r3"]
+
+
+def json_tables(output: str) -> dict:
+    import json
+
+    return json.loads(output)["tables"]
