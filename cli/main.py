@@ -330,8 +330,8 @@ def pools():
 def pools_set(c: Context, name, slots, include_deferred, description):
     """Create or resize pool NAME to SLOTS (-1: unlimited; 0: closed, its TIs wait)."""
     if slots != -1 and not 0 <= slots <= validate.MAX_SLOTS:
-        raise EngineError(f"pool {name!r}: slots must be from 0 (closed: holds its work) to {validate.MAX_SLOTS}, "
-                          f"or -1 for unlimited (got {slots})")
+        raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited, "
+                          f"or 0 to close the pool (its TIs wait) (got {slots})")
     if description is not None:
         validate.check_text(description, "--description", f"pool {name!r}")
     with db.connect(c.engine()) as conn:

@@ -32,7 +32,8 @@ def setup(verbose: bool, fmt: str | None) -> None:
     """Configure the root logger once per command: INFO with -v, else WARNING."""
     global _chosen
     _chosen = fmt
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format=TEXT_FORMAT, force=True)
+    # Without force: a second command in the same process (tests' CliRunner) keeps the handler.
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format=TEXT_FORMAT)
     use(fmt or "text")
 
 
