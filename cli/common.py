@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import click
 import sqlalchemy as sa
 
-from engine import calls, db, migrate, validate
+from engine import calls, db, logs, migrate, validate
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.table import table
@@ -29,6 +29,7 @@ class Context:
             self._cfg = None
         if self._cfg is None:
             self._cfg = load_config(self.overrides, self.config_path)
+            logs.apply_config(self._cfg)
         return self._cfg
 
     def engine(self, migrated: bool = True):

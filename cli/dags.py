@@ -20,9 +20,10 @@ def dags():
 @dags.command("sync")
 @click.argument("path", required=False)
 @click.option("--force", is_flag=True, help="let a file take over a DAG id that another file defines")
+@click.option("--check", is_flag=True, help="only parse and validate (for CI): write nothing, no database needed")
 @pass_ctx
 @handle_errors
-def dags_sync(c: Context, path, force):
+def dags_sync(c: Context, path, force, check):
     """Parse the DAG files under PATH and store their definitions (all or nothing)."""
     from engine.dagbag import load_dags
     from engine.dagsync import sync
@@ -30,7 +31,9 @@ def dags_sync(c: Context, path, force):
     cfg = c.cfg()
     path = path or cfg.dags_folder
     dags = load_dags(path, timeout=cfg.dag_import_timeout)  # bad files fail here, before the database is touched
-    result = sync(c.engine(), path, dags, force=force)
+    if check:
+        return click.echo(f"ok: {len(dags)} DAG(s) in {path}: {', '.join(d['dag_id'] for d in dags) or '-'}")
+    result = sync(c.engine(), path, dags, force=force, paused_at_creation=cfg.dags_are_paused_at_creation)
     click.echo(f"synced {len(result['synced'])} DAG(s): {', '.join(result['synced']) or '-'}"
                + (f"; deactivated: {', '.join(result['deactivated'])}" if result["deactivated"] else ""))
 

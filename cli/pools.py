@@ -21,21 +21,22 @@ def pools():
 @pass_ctx
 @handle_errors
 def pools_set(c: Context, name, slots, include_deferred, description):
-    """Create or resize pool NAME to SLOTS (-1: unlimited)."""
-    if slots != -1 and not 1 <= slots <= validate.MAX_SLOTS:
-        raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited "
-                          f"(got {slots})")
+    """Create or resize pool NAME to SLOTS (-1: unlimited; 0: closed, its TIs wait)."""
+    if slots != -1 and not 0 <= slots <= validate.MAX_SLOTS:
+        raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited, "
+                          f"or 0 to close the pool (its TIs wait) (got {slots})")
     if description is not None:
         validate.check_text(description, "--description", f"pool {name!r}")
     with db.connect(c.engine()) as conn:
-        if slots != -1:
+        if slots > 0:
             wide = db.run(conn, "pool_widest_task", name=name, slots=slots).first()
             if wide:
                 raise EngineError(f"pool {name!r}: {slots} slot(s) is fewer than task {wide.dag_id}.{wide.task_id} "
                                   f"needs (pool_slots={wide.pool_slots}); its TIs could never run: give the pool "
                                   f"at least {wide.pool_slots} slots or lower the task's pool_slots and sync first")
         db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description)
-    click.echo(f"pool {name}: {'unlimited' if slots == -1 else slots} slots"
+    click.echo(f"pool {name}: {'unlimited' if slots == -1 else 'closed (0' if slots == 0 else slots} slots"
+               + (": its TIs wait until it is opened)" if slots == 0 else "")
                + (", deferred TIs hold slots" if include_deferred else ""))
 
 

@@ -31,40 +31,56 @@ def tick(c: Context, as_json):
         sys.exit(1)
 
 
+METRICS_PORT = click.option("--metrics-port", type=click.IntRange(0, 65535),
+                            help="serve Prometheus /metrics here (default: metrics_port)")
+
+
 @click.command()
 @click.option("--max-ticks", type=click.IntRange(1), help="stop after this many passes")
+@METRICS_PORT
 @pass_ctx
 @handle_errors
-def scheduler(c: Context, max_ticks):
+def scheduler(c: Context, max_ticks, metrics_port):
     """Tick in a loop until SIGTERM."""
+    from engine import metrics
     from engine.scheduler import Scheduler
 
-    Scheduler(c.engine(), c.cfg()).loop(max_ticks=max_ticks)
+    sched = Scheduler(c.engine(), c.cfg(metrics_port=metrics_port))
+    metrics.serve(c.cfg(), c.engine(), sched.job, "scheduler")
+    sched.loop(max_ticks=max_ticks)
 
 
 @click.command()
 @click.option("--queues", help="comma-separated queues (default: worker_queues)")
 @click.option("--concurrency", type=click.IntRange(1, 10_000), help="tasks run at once (default: worker_concurrency)")
 @click.option("--burst", is_flag=True, help="exit when nothing is queued or running")
+@METRICS_PORT
 @pass_ctx
 @handle_errors
-def worker(c: Context, queues, concurrency, burst):
+def worker(c: Context, queues, concurrency, burst, metrics_port):
     """Claim queued TIs and run them in subprocesses."""
+    from engine import metrics
     from engine.worker import Worker
 
-    cfg = c.cfg()
+    cfg = c.cfg(metrics_port=metrics_port)
     qs = [validate.check_id(q.strip(), "queue", "--queues") for q in (queues or cfg.worker_queues).split(",") if q.strip()]
     if not qs:
         raise EngineError("--queues names no queue; pass e.g. --queues default")
-    Worker(c.engine(), cfg, queues=qs, concurrency=concurrency).loop(burst=burst)
+    w = Worker(c.engine(), cfg, queues=qs, concurrency=concurrency)
+    metrics.serve(cfg, c.engine(), w.job, "worker")
+    w.loop(burst=burst)
 
 
 @click.command()
 @click.option("--capacity", type=click.IntRange(1, 1_000_000), help="triggers run at once (default: triggerer_capacity)")
+@METRICS_PORT
 @pass_ctx
 @handle_errors
-def triggerer(c: Context, capacity):
+def triggerer(c: Context, capacity, metrics_port):
     """Run the triggers of deferred TIs (asyncio) until SIGTERM."""
+    from engine import metrics
     from engine.triggerer import Triggerer
 
-    Triggerer(c.engine(), c.cfg(), capacity=capacity).run()
+    t = Triggerer(c.engine(), c.cfg(metrics_port=metrics_port), capacity=capacity)
+    metrics.serve(c.cfg(), c.engine(), t.job, "triggerer")
+    t.run()

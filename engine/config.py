@@ -34,6 +34,8 @@ SETTINGS = [
     Setting("schema", "", str, "keep this deployment apart from others on the same server: the PostgreSQL schema "
             "(the MySQL/MariaDB database) of its tables and procedures; empty: the URL's default"),
     Setting("dags_folder", "dags", str, "default PATH of `engine dags sync`"),
+    Setting("dags_are_paused_at_creation", True, bool, "a DAG new to the database starts paused (as Airflow's "
+            "setting of that name); a DAG's is_paused_upon_creation overrides it"),
     Setting("dag_import_timeout", 120.0, float, "seconds `engine dags sync` lets the DAG files of one sync import",
             0, 3600, positive=True),
     Setting("max_tis", 512, int, "most TIs one queue_tis call may queue", 1, 100_000),
@@ -63,6 +65,18 @@ SETTINGS = [
     Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once", 1, 1_000_000),
     Setting("triggerer_poll_interval", 1.0, float, "seconds between a triggerer's passes (claim, report) when idle",
             0, 3600, positive=True),
+    Setting("retention_days", 30.0, float, "days `engine db clean` and the scheduler keep finished runs, tries, "
+            "triggers, ended jobs and tick_log rows (`--older-than` overrides)", 0, 36500, positive=True),
+    Setting("clean_interval", 3600.0, float, "seconds between the scheduler's retention cleanups across all "
+            "schedulers (clean_v1); 0: the scheduler never cleans (run `engine db clean` yourself)", 0, 30 * DAY),
+    Setting("clean_batch", 1000, int, "most rows clean_v1 deletes per table per call (one short transaction)",
+            1, 100_000),
+    Setting("metrics_port", 0, int, "port of the Prometheus /metrics endpoint of `engine scheduler`, `worker` and "
+            "`triggerer` (`--metrics-port`); 0: none", 0, 65535),
+    Setting("metrics_host", "0.0.0.0", str, "address the /metrics endpoint listens on"),
+    Setting("log_format", "text", str, "log lines of the services: text or json (`--log-format`)"),
+    Setting("health_max_queued_age", 600.0, float, "seconds the oldest queued TI may wait before `engine status "
+            "--check` reports it", 0, 30 * DAY, positive=True),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
             "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
     Setting("procedure_versions", "", str, "versions this service calls, e.g. 'queue_tis=2,schedule_tis=1'; "
@@ -124,6 +138,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
         if not isinstance(raw, str):
             raise EngineError(f"{where}: {raw!r} is not a string; fix it")
         validate.check_text(raw, setting.name, where)
+        if setting.name == "log_format" and raw not in ("text", "json"):
+            raise EngineError(f"{where}: {raw!r} is not a log format; use text or json")
         if setting.name == "worker_queues":
             queues = [q.strip() for q in raw.split(",") if q.strip()]
             if not queues:

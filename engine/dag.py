@@ -152,7 +152,7 @@ def normalise_start_date(value, dag_id: str = "?") -> str | None:
 
 class DAG:
     def __init__(self, dag_id, schedule=None, start_date=None, catchup=False, max_active_runs=16,
-                 max_active_tasks=16, description="", is_paused_upon_creation=False, tags=()):
+                 max_active_tasks=16, description="", is_paused_upon_creation=None, tags=()):
         self.dag_id = _check_id("dag_id", dag_id)
         where = f"dag '{dag_id}': "
         self.schedule = normalise_schedule(schedule, dag_id)
@@ -165,7 +165,8 @@ class DAG:
         if not isinstance(description, str):
             raise EngineError(f"{where}description must be a string")
         self.description = validate.check_text(description, "description", where)
-        self.is_paused_upon_creation = bool(is_paused_upon_creation)
+        # None: the setting dags_are_paused_at_creation decides when the DAG is first synced.
+        self.is_paused_upon_creation = None if is_paused_upon_creation is None else bool(is_paused_upon_creation)
         if isinstance(tags, str) or not isinstance(tags, (list, tuple, set)) or not all(isinstance(t, str) for t in tags):
             raise EngineError(f"{where}tags must be a list of strings, got {tags!r}")
         self.tags = [validate.check_text(t, "a tag", where, allow_empty=False) for t in tags]

@@ -61,10 +61,13 @@ def _check_owners(conn, dags: list[dict]) -> None:
                           "too; rename one of them, or pass --force to move the DAG to the new file")
 
 
-def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = False) -> dict:
+def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = False,
+         paused_at_creation: bool = False) -> dict:
     """Write every DAG found under ``path`` (or the already loaded ``dags`` of it);
     return {"synced": [...], "deactivated": [...]}. A DAG id stored from another file is
-    refused unless ``force``."""
+    refused unless ``force``. A DAG new to the database starts paused when its
+    is_paused_upon_creation says so, or (not set) when ``paused_at_creation`` (the setting
+    dags_are_paused_at_creation, which `engine dags sync` passes); an existing DAG keeps its state."""
     root = Path(path).resolve()
     if dags is None:
         dags = load_dags(root)  # raises EngineError before anything is written
@@ -76,7 +79,8 @@ def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = Fa
             db.run(conn, "upsert_dag", dag_id=d["dag_id"], fileloc=d["fileloc"], description=d["description"],
                    schedule=d["schedule"], start_date=d["start_date"], catchup=d["catchup"],
                    max_active_runs=d["max_active_runs"], max_active_tasks=d["max_active_tasks"],
-                   is_paused=d["is_paused_upon_creation"], tags=json.dumps(d["tags"]), serialized=json.dumps(d))
+                   is_paused=paused_at_creation if d.get("is_paused_upon_creation") is None
+                   else d["is_paused_upon_creation"], tags=json.dumps(d["tags"]), serialized=json.dumps(d))
             for t in d["tasks"]:
                 db.run(conn, "upsert_task", **_task_params(d["dag_id"], t))
             db.run(conn, "deactivate_tasks", dag_id=d["dag_id"], task_ids=[t["task_id"] for t in d["tasks"]])

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from engine import db, procedures
 from engine.errors import EngineError
 
-WORKER = ["claim_tis", "finish_ti", "defer_ti", "release_ti", "heartbeat", "register_job", "finish_job",
+WORKER = ["claim_tis", "finish_ti", "defer_ti", "release_ti", "heartbeat", "register_job", "finish_job", "set_job_queues",
           "pending_work"]
 TRIGGERER = ["claim_triggers", "fire_trigger", "heartbeat", "register_job", "finish_job", "owned_triggers",
              "release_triggers"]

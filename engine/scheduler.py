@@ -4,7 +4,7 @@ Every decision is a stored function; this module only calls them in order, each 
 short transaction, and reports what they did:
 
     heartbeat -> reset_orphans -> requeue_stuck -> create_dag_runs -> schedule_tis -> queue_tis
-    -> record the tick
+    -> clean (retention, when due) -> record the tick (only a pass that did something)
 
 A step whose lock another scheduler holds is skipped and reported as busy: the pass goes on.
 A step the database refuses as a whole (the procedures isolate one DAG's or one TI's failure
@@ -30,7 +30,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from engine import db, wakeup
+from engine import db, metrics, wakeup
 from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
@@ -44,6 +44,8 @@ class Scheduler:
         self.outage = db.Outage(log)
         self._stop = False
         self.listener: wakeup.Listener | None = None     # set by loop() (PostgreSQL wake-ups)
+        self.passes = 0        # passes run by this process
+        self.idle_passes = 0   # of which idle: nothing done, nothing busy, no error (no tick_log row)
 
     def start(self) -> None:
         if self.job.id is None:
@@ -101,6 +103,12 @@ class Scheduler:
                 wakeup.notify_queued(conn)  # delivered to the workers when this commits
             return rows
         queued = step("queue_tis", queue) or []
+        # Retention (clean_v1 decides when it is due across schedulers; one batch per table per
+        # pass while a backlog remains), not in a pass a wake-up asked for. By the database
+        # clock: an injected `now` never ages rows.
+        cleaned = step("clean", lambda conn: db.run(
+            conn, "clean", table_name=None, older_than=cfg.retention_days * 86400, batch=cfg.clean_batch,
+            dry_run=False, interval=cfg.clean_interval, now=None).all()) if cfg.clean_interval > 0 and not woken else None
 
         def count(row, field):
             return getattr(row, field) if row is not None else 0
@@ -122,10 +130,17 @@ class Scheduler:
             "runs_errored": count(sched, "runs_errored"),
             "runs_finished": count(sched, "runs_finished"),
             "tis_queued": len(queued),
+            "rows_cleaned": sum(int(r.deleted) for r in cleaned or () if r.ran),
             "busy": busy,
             "errors": errors,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
+        self.passes += 1
+        if not did_work(summary):
+            # An idle pass leaves no row (tick_log would gain one per second per scheduler):
+            # it is counted in memory (metrics) and the heartbeat shows the scheduler is alive.
+            self.idle_passes += 1
+            return summary
         with db.connect(self.eng) as conn:
             db.run(conn, "record_tick", job_id=self.job.id, hostname=self.job.hostname,
                    duration_ms=summary["duration_ms"], runs_created=summary["runs_created"],
@@ -180,7 +195,11 @@ class Scheduler:
                     continue
                 self.outage.ok()
                 ticks += 1
-                log.info("tick %s", summary)
+                metrics.record_pass(summary, idle=not did_work(summary))
+                if did_work(summary):
+                    log.info("%s", format_summary(summary), extra={"summary": summary})
+                else:
+                    log.debug("idle pass (%s ms)", summary["duration_ms"])
                 if summary["tis_queued"] == 0 and summary["tis_scheduled"] == 0:
                     # Idle: wait, but never so long that the heartbeat falls behind.
                     self._wait(min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
@@ -191,6 +210,17 @@ class Scheduler:
             self.stop()
 
 
+WORK_FIELDS = ("jobs_failed", "tis_adopted", "tis_orphan_failed", "tis_requeued", "tis_stuck_failed", "runs_created",
+               "runs_started", "tis_scheduled", "tis_skipped", "tis_upstream_failed", "tis_removed", "runs_errored",
+               "runs_finished", "tis_queued", "rows_cleaned")
+
+
+def did_work(s: dict) -> bool:
+    """True when a pass changed something, or a step was busy or failed: such a pass is recorded
+    in tick_log and logged at INFO; an idle pass is neither."""
+    return bool(s["busy"] or s["errors"] or any(s.get(f) for f in WORK_FIELDS))
+
+
 def format_summary(s: dict) -> str:
     busy = f" busy={','.join(s['busy'])}" if s["busy"] else ""
     orphans = ""
@@ -199,8 +229,9 @@ def format_summary(s: dict) -> str:
                    f"failed={s['tis_orphan_failed']}; stuck: requeued={s['tis_requeued']} failed={s['tis_stuck_failed']}")
     failed = f" failed={','.join(e['step'] for e in s['errors'])}" if s.get("errors") else ""
     errored = f"; runs with errors={s['runs_errored']} (see dag_errors)" if s.get("runs_errored") else ""
+    cleaned = f"; cleaned {s['rows_cleaned']} old row(s)" if s.get("rows_cleaned") else ""
     return (f"tick: runs created={s['runs_created']} started={s['runs_started']} finished={s['runs_finished']}; "
             f"tis scheduled={s['tis_scheduled']} skipped={s['tis_skipped']} "
             f"upstream_failed={s['tis_upstream_failed']} removed={s.get('tis_removed', 0)} queued={s['tis_queued']}"
-            f"{orphans}{busy}{failed}{errored}; "
+            f"{orphans}{busy}{failed}{errored}{cleaned}; "
             f"{s['duration_ms']} ms")

@@ -147,3 +147,19 @@ def parse_json(text: str, what: str, example: str):
     except ValueError as exc:
         raise EngineError(f"{what} is not valid JSON ({exc}); pass {example}") from None
     return check_json(value, what)
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "": 86400}
+
+
+def parse_age(text: str, what: str, *, hi: float = MAX_SECONDS) -> float:
+    """An age like '30d', '12h', '90m', '3600s', '2w' (a bare number is days) -> seconds, more
+    than 0 and at most hi; one-line EngineError otherwise."""
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if not m:
+        raise EngineError(f"{what} {text!r} is not an age; use a number with a unit s, m, h, d or w, e.g. 30d")
+    seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > hi:
+        raise EngineError(f"{what} {text!r} is out of range; use more than 0 and at most {hi / 86400:,.0f} days")
+    return seconds

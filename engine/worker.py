@@ -256,7 +256,7 @@ class Worker:
         self.eng, self.cfg = eng, cfg
         self.queues = queues or [q.strip() for q in str(cfg.worker_queues).split(",") if q.strip()]
         self.concurrency = concurrency or cfg.worker_concurrency
-        self.job = Job(eng, "worker", beat_interval(cfg))
+        self.job = Job(eng, "worker", beat_interval(cfg), queues=self.queues)
         self.children: list[Child] = []
         self.unreported: list[Outcome] = []
         self.stopping = False

@@ -33,6 +33,10 @@ from pytest_postgresql.janitor import DatabaseJanitor
 from engine import db, migrate
 from engine.config import load_config
 
+# The suite's DAGs run as soon as they are synced (the default, dags_are_paused_at_creation, pauses
+# new DAGs as Airflow does): set for this process and the `engine` subprocesses tests start.
+os.environ.setdefault("ENGINE_DAGS_ARE_PAUSED_AT_CREATION", "false")
+
 TEMPLATE = "engine_test_tmpl"  # NoopExecutor("engine_test").template_dbname
 
 

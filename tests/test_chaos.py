@@ -166,14 +166,14 @@ def test_cron_overlap_from_two_time_zones_creates_each_run_once_and_queues_each_
 
 def test_a_held_lock_makes_engine_tick_skip_the_step_and_say_busy(eng, db_url, tmp_path):
     with eng.connect() as holder:
-        holder.execute(sa.text("SELECT 1 FROM scheduler_lock FOR UPDATE"))  # queue_tis and reset_orphans
+        holder.execute(sa.text("SELECT 1 FROM scheduler_lock FOR UPDATE"))  # queue_tis, reset_orphans, db_clean
         t = engine_tick(db_url, tmp_path)
         out, err = t.communicate(timeout=60)
         holder.rollback()
     assert t.returncode == 0, err
     summary = json.loads(out)
-    assert summary["busy"] == ["reset_orphans", "queue_tis"]
-    assert scalar(eng, "SELECT busy FROM tick_log") == "reset_orphans,queue_tis"
+    assert summary["busy"] == ["reset_orphans", "queue_tis", "clean"]
+    assert scalar(eng, "SELECT busy FROM tick_log") == "reset_orphans,queue_tis,clean"
 
 
 def test_worker_sigterm_waits_then_hands_back_what_still_runs(eng, db_url, tmp_path):

@@ -8,6 +8,7 @@
 --   | run not running
 --   | unknown pool (no pool row: `engine pools set P N` creates it)
 --   | unknown executor (no executor row)
+--   | pool closed (a pool of 0 slots: it holds its work until `engine pools set P N` opens it)
 --   | pool too small (pool_slots > slots: never fits)
 --   | pool full | run at max_active_tasks | task at max_active_tis_per_dag
 --   | task at max_active_tis_per_dagrun | executor at parallelism
@@ -27,6 +28,7 @@ SELECT ti.id AS ti_id, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.priori
            WHEN r.state <> 'running' THEN 'run not running'
            WHEN p.name IS NULL THEN 'unknown pool'
            WHEN e.name IS NULL THEN 'unknown executor'
+           WHEN lp.cap = 0 THEN 'pool closed'
            WHEN lp.cap IS NOT NULL AND ti.pool_slots > lp.cap THEN 'pool too small'
            WHEN lp.free < ti.pool_slots THEN 'pool full'
            WHEN lr.free < 1 THEN 'run at max_active_tasks'

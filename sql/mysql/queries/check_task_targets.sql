@@ -1,4 +1,5 @@
--- Tasks of a sync whose pool or executor does not exist, or that can never fit their pool.
+-- Tasks of a sync whose pool or executor does not exist, or that can never fit their pool (a pool of
+-- 0 slots is closed, not too small: it holds the work until it is opened).
 -- MySQL: the parallel lists arrive as JSON arrays (engine.db.run), zipped by position.
 SELECT x.dag_id, x.task_id, x.pool, x.pool_slots, p.slots, x.executor,
        (p.name IS NULL) AS unknown_pool, (e.name IS NULL) AS unknown_executor
@@ -16,5 +17,5 @@ FROM (
 ) x
 LEFT JOIN pool p ON p.name = x.pool
 LEFT JOIN executor e ON e.name = x.executor
-WHERE p.name IS NULL OR e.name IS NULL OR (p.slots >= 0 AND x.pool_slots > p.slots)
+WHERE p.name IS NULL OR e.name IS NULL OR (p.slots > 0 AND x.pool_slots > p.slots)
 ORDER BY x.dag_id, x.task_id

@@ -1,0 +1,1 @@
+SELECT metric, pool, queue, state, reason, kind, value FROM metrics
