@@ -11,6 +11,7 @@ import click
 from cli.common import Context, checked, handle_errors, pass_ctx
 from cli.runs import require_run
 from engine import db, validate
+from engine.testing import stream  # prints what a log file gained
 from engine.errors import EngineError
 
 LIVE = ("queued", "running", "restarting", "deferred")
@@ -63,25 +64,13 @@ def logs(c: Context, dag_id, run_id, task_id, map_index, try_number, follow, pol
             raise EngineError(f"the log of try {wanted} is on host {host} ({path}), not on this one "
                               f"({socket.gethostname()}); read it there")
         raise EngineError(f"the log of try {wanted} ({path}) does not exist (not started yet, or removed)")
-    offset = _print_from(log_file, 0)
+    offset = stream(log_file, 0)
     while follow:
         with db.connect(eng) as conn:
             now = _ti(conn, dag_id, run_id, task_id, map_index)
         running = now is not None and now.try_number == wanted and now.state in LIVE
-        offset = _print_from(log_file, offset)
+        offset = stream(log_file, offset)
         if not running:
-            offset = _print_from(log_file, offset)
+            offset = stream(log_file, offset)
             break
         time.sleep(poll)
-
-
-def _print_from(path: Path, offset: int) -> int:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return offset
-    if data:
-        click.echo(data.decode(errors="replace"), nl=False)
-    return offset + len(data)

@@ -35,7 +35,7 @@ def _task_row(eng, dag_id: str, task_id: str):
     return dict(row._mapping)
 
 
-def _stream(path: Path, offset: int) -> int:
+def stream(path: Path, offset: int) -> int:
     """Print what path gained since offset; return the new offset."""
     try:
         with open(path, "rb") as f:
@@ -73,7 +73,7 @@ def test_task(eng, cfg, dag_id: str, task_id: str, map_index: int | None) -> int
         offset, deadline = 0, (time.monotonic() + row["execution_timeout"]) if row.get("execution_timeout") else None
         try:
             while proc.poll() is None:
-                offset = _stream(log_path, offset)
+                offset = stream(log_path, offset)
                 if deadline is not None and time.monotonic() > deadline:
                     click.echo(f"engine tasks test: execution_timeout ({row['execution_timeout']:g} s) exceeded; "
                                "stopping the task", err=True)
@@ -83,7 +83,7 @@ def test_task(eng, cfg, dag_id: str, task_id: str, map_index: int | None) -> int
         finally:
             proc.lifeline.close()
             proc.wait()
-        _stream(log_path, offset)
+        stream(log_path, offset)
     code = proc.returncode
     if code == DEFER_EXIT_CODE:
         click.echo("engine tasks test: the task deferred; a test runs no triggers (use `engine dags test`)", err=True)
@@ -128,7 +128,7 @@ def test_dag(eng, cfg, dag_id: str, logical_date, timeout: float) -> int:
                     click.echo(f"== {where} try {ti.try_number}: {ti.state}"
                                + (f" ({ti.reason})" if ti.reason else ""))
                     if ti.log_path and os.path.exists(ti.log_path):
-                        _stream(Path(ti.log_path), 0)
+                        stream(Path(ti.log_path), 0)
             if state in ("success", "failed"):
                 break
             time.sleep(0.1)
