@@ -70,7 +70,10 @@ body: BEGIN
     SELECT COUNT(*), MAX(l.last_run_at) INTO v_locked, v_last
     FROM scheduler_lock l WHERE l.name = 'db_clean' FOR UPDATE SKIP LOCKED;
     IF v_locked = 0 THEN
-        IF NOT EXISTS (SELECT 1 FROM scheduler_lock l WHERE l.name = 'db_clean') THEN
+        -- (A plain SELECT: a subquery in IF would take a shared lock and wait, in MariaDB, up to
+        -- innodb_lock_wait_timeout, for the cleaner that holds the row.)
+        SELECT COUNT(*) INTO v_locked FROM scheduler_lock l WHERE l.name = 'db_clean';
+        IF v_locked = 0 THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'scheduler_lock row db_clean is missing; run `engine db upgrade`';
         END IF;
         SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 3572,
