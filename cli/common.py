@@ -8,9 +8,8 @@ import sys
 from datetime import datetime, timezone
 
 import click
-import sqlalchemy as sa
 
-from engine import calls, db, logs, migrate, validate
+from engine import db, logs, validate
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.table import table
@@ -22,6 +21,7 @@ class Context:
         self.config_path = config_path
         self._cfg = None
         self._eng = None
+        self._url = None
 
     def cfg(self, **more):
         if more:
@@ -32,12 +32,22 @@ class Context:
             logs.apply_config(self._cfg)
         return self._cfg
 
-    def engine(self, migrated: bool = True):
+    def engine(self, migrated: bool = True, light: bool = False):
         """The database engine; with `migrated`, the schema must be at head. The embedded
-        database is migrated on first use so a newcomer needs no set-up."""
+        database is migrated on first use so a newcomer needs no set-up. `light`: for a command
+        that only calls named statements (`engine tick`), an engine.lite engine when the schema
+        is at head and the URL is a plain one, so neither SQLAlchemy nor Alembic is imported;
+        anything else (an old schema, an odd URL, an error) takes the usual path below, which
+        says what is wrong exactly as before."""
+        if self._eng is None and light and migrated:
+            self._eng = self._light_engine()
         if self._eng is None:
+            import sqlalchemy as sa
+
+            from engine import calls, migrate
+
             cfg = self.cfg()
-            self._eng = db.make_engine(db.resolve_url(cfg), schema=cfg.schema or None)
+            self._eng = db.make_engine(self.url(), schema=cfg.schema or None)
             if migrated:
                 try:
                     current = migrate.current(self._eng)
@@ -53,6 +63,30 @@ class Context:
                 # The versions of the procedures this service calls (setting procedure_versions).
                 self._eng = calls.pin(self._eng, cfg.procedure_versions)
         return self._eng
+
+    def url(self) -> str:
+        """The database URL (starting the embedded database when none is configured)."""
+        if self._url is None:
+            self._url = db.resolve_url(self.cfg())
+        return self._url
+
+    def _light_engine(self):
+        from engine import calls, lite, migrate
+
+        cfg = self.cfg()
+        eng = lite.open(self.url(), schema=cfg.schema or None)
+        if eng is None:
+            return None
+        try:
+            with db.connect(eng) as conn:
+                current = db.run(conn, "schema_revision").scalar()
+            if current is None or current != migrate.head_fast():
+                eng.dispose()
+                return None
+            return calls.pin(eng, cfg.procedure_versions)
+        except (EngineError, *db.dbapi_errors()):
+            eng.dispose()
+            return None
 
     def close(self) -> None:
         if self._eng is not None:
@@ -74,8 +108,8 @@ def handle_errors(fn):
         except EngineError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
-        except sa.exc.DBAPIError as exc:
-            if isinstance(exc, sa.exc.OperationalError) and not db.is_user_error(exc):
+        except db.dbapi_errors() as exc:
+            if isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
                 # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) as an
                 # OperationalError too: that is bad input, shown like any other DBAPIError.
                 click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "

@@ -113,7 +113,8 @@ def db_explain(c: Context, procedure, args, slowest, timeout, as_json):
     from engine import calls, dba
     cfg = c.cfg()
     given = dict(dba.parse_arg(a) for a in args)
-    defaults = {"max_tis": cfg.max_tis, "batch": cfg.schedule_batch}
+    from engine.scheduler import queue_knobs
+    defaults = {"max_tis": cfg.max_tis, "batch": cfg.schedule_batch, **queue_knobs(cfg)}
     result = dba.explain(c.engine(), procedure, given, defaults, calls.parse_pins(cfg.procedure_versions), timeout)
     if as_json:
         click.echo(dba.as_json(result))

@@ -14,10 +14,12 @@ from engine.errors import EngineError
 @click.command()
 @click.option("--timeout", type=Seconds(86400), default=300, show_default=True,
               help="give up after this many seconds")
+@click.option("--executor", type=click.Choice(["default", "celery"]), default="default", show_default=True,
+              help="celery: the sample DAGs' PythonTasks run on Celery (broker: celery_broker_url)")
 @click.option("--database-url", help="database to run the demo on (same as `engine --database-url URL demo`)")
 @pass_ctx
 @handle_errors
-def demo(c: Context, timeout, database_url):
+def demo(c: Context, timeout, executor, database_url):
     """Sync the sample DAGs, trigger them and run scheduler and worker until every run ends.
     A database that is empty (or, on MySQL/MariaDB, missing) is created and migrated first."""
     from engine.demo import run_demo
@@ -37,4 +39,4 @@ def demo(c: Context, timeout, database_url):
         click.echo(f"migrated the empty database to revision {migrate.head()}", err=True)
     elif current != migrate.head():
         raise EngineError(f"database schema is at {current}, not {migrate.head()}; run `engine db upgrade`")
-    sys.exit(run_demo(eng, c.cfg(), timeout=timeout))
+    sys.exit(run_demo(eng, c.cfg(), timeout=timeout, executor=executor))

@@ -18,10 +18,16 @@ def pools():
 @click.argument("slots", type=int)
 @click.option("--include-deferred", is_flag=True, help="deferred TIs keep holding their slots")
 @click.option("--description")
+@click.option("--preempt-margin", type=int, default=None, metavar="M",
+              help="preemptible pool: a waiting TI may stop running preemptible TIs of priority lower by at least M "
+                   "(docs/priority.md); left out: never")
 @pass_ctx
 @handle_errors
-def pools_set(c: Context, name, slots, include_deferred, description):
+def pools_set(c: Context, name, slots, include_deferred, description, preempt_margin):
     """Create or resize pool NAME to SLOTS (-1: unlimited; 0: closed, its TIs wait)."""
+    if preempt_margin is not None and not 0 <= preempt_margin <= validate.INT32_MAX:
+        raise EngineError(f"pool {name!r}: --preempt-margin must be from 0 to {validate.INT32_MAX} (got {preempt_margin}); "
+                          "leave it out for a pool whose TIs are never preempted")
     if slots != -1 and not 0 <= slots <= validate.MAX_SLOTS:
         raise EngineError(f"pool {name!r}: slots must be from 1 to {validate.MAX_SLOTS}, or -1 for unlimited, "
                           f"or 0 to close the pool (its TIs wait) (got {slots})")
@@ -34,10 +40,12 @@ def pools_set(c: Context, name, slots, include_deferred, description):
                 raise EngineError(f"pool {name!r}: {slots} slot(s) is fewer than task {wide.dag_id}.{wide.task_id} "
                                   f"needs (pool_slots={wide.pool_slots}); its TIs could never run: give the pool "
                                   f"at least {wide.pool_slots} slots or lower the task's pool_slots and sync first")
-        db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description)
+        db.run(conn, "pools_set", name=name, slots=slots, include_deferred=include_deferred, description=description,
+               preempt_margin=preempt_margin)
     click.echo(f"pool {name}: {'unlimited' if slots == -1 else 'closed (0' if slots == 0 else slots} slots"
                + (": its TIs wait until it is opened)" if slots == 0 else "")
-               + (", deferred TIs hold slots" if include_deferred else ""))
+               + (", deferred TIs hold slots" if include_deferred else "")
+               + (f", preemptible (margin {preempt_margin})" if preempt_margin is not None else ""))
 
 
 @pools.command("list")

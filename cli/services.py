@@ -19,7 +19,7 @@ def tick(c: Context, as_json):
     """One scheduling pass (for cron or a systemd timer), then exit."""
     from engine.scheduler import Scheduler, format_summary
 
-    sched = Scheduler(c.engine(), c.cfg())
+    sched = Scheduler(c.engine(light=True), c.cfg())
     try:
         summary = sched.run_once()
     finally:

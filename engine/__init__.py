@@ -12,7 +12,7 @@ _EXPORTS = {"DAG": "engine.dag", "BashTask": "engine.dag", "PythonTask": "engine
             "Defer": "engine.exceptions", "SkipTask": "engine.exceptions",
             "BaseTrigger": "engine.triggers", "DateTimeTrigger": "engine.triggers",
             "EventTrigger": "engine.triggers", "FileTrigger": "engine.triggers",
-            "TimeDeltaTrigger": "engine.triggers"}
+            "TimeDeltaTrigger": "engine.triggers", "TriggerEvent": "engine.triggers"}
 
 __all__ = list(_EXPORTS)
 __version__ = "0.1.0"

@@ -22,8 +22,6 @@ from __future__ import annotations
 import functools
 import re
 
-import sqlalchemy as sa
-
 from engine import db, procedures
 from engine.errors import EngineError
 from engine.paths import SQL_DIR
@@ -42,6 +40,13 @@ def shipped(dialect: str) -> dict[str, int]:
         for base, version in CALL.findall(code):
             found[base] = max(found.get(base, 0), int(version))
     return found
+
+
+def called_by(dialect: str, query: str, base: str) -> int | None:
+    """The version of `base` that the named query `query` calls (the newest, if several)."""
+    code = re.sub(r"--[^\n]*", "", (SQL_DIR / dialect / "queries" / f"{query}.sql").read_text())
+    versions = [int(v) for b, v in CALL.findall(code) if b == base]
+    return max(versions) if versions else None
 
 
 def known_bases() -> set[str]:
@@ -69,14 +74,20 @@ def parse_pins(text: str, where: str = "setting procedure_versions") -> dict[str
     return pins
 
 
-def installed(conn) -> dict[str, dict[int, str]]:
-    """{base: {version: signature}} of the versioned routines a migration installed and the
-    schema holds; the signature is the argument types and the result, as the server shows them."""
-    recorded = set(conn.execute(sa.text("SELECT name FROM procedure_version")).scalars())
+def recorded(conn) -> set[str]:
+    """The names of the procedures and views a migration installed (procedure_version)."""
+    return {row.name for row in db.run(conn, "recorded_procedures")}
+
+
+def installed(conn, names: set[str] | None = None) -> dict[str, dict[int, str]]:
+    """{base: {version: signature}} of the versioned routines a migration installed (`names`:
+    recorded(), when already read) and the schema holds; the signature is the argument types
+    and the result, as the server shows them."""
+    names = recorded(conn) if names is None else names
     found: dict[str, dict[int, str]] = {}
     for row in db.run(conn, "routine_signatures"):
         m = procedures.VERSIONED.match(row.name)
-        if m and row.name in recorded:
+        if m and row.name in names:
             found.setdefault(m["base"], {})[int(m["version"])] = f"({row.args or ''}) -> {row.result or ''}"
     return found
 
@@ -84,9 +95,18 @@ def installed(conn) -> dict[str, dict[int, str]]:
 def resolve(conn, pins: dict[str, int] | None = None) -> dict[str, int]:
     """{base: version} this service is to call, for every procedure the named queries call."""
     pins = pins or {}
-    have = installed(conn)
+    ships_all = shipped(db.dialect_dir(conn))
+    names = recorded(conn)
+    newer = any(m and int(m["version"]) > ships_all.get(m["base"], 1 << 30)
+                for m in map(procedures.VERSIONED.match, names))
+    if not pins and not newer:
+        # Nothing newer than what the named statements call is installed: the rule below picks
+        # the shipped version of every procedure, whatever the signatures (reading them costs
+        # seconds on a MariaDB server with many databases: information_schema.PARAMETERS).
+        return dict(ships_all)
+    have = installed(conn, names)
     chosen: dict[str, int] = {}
-    for base, ships in shipped(db.dialect_dir(conn)).items():
+    for base, ships in ships_all.items():
         versions = have.get(base, {})
         signature = versions.get(ships)
         if base in pins:

@@ -33,7 +33,8 @@ SETTINGS = [
     Setting("home", ".engine", str, "folder for the embedded database, logs and state"),
     Setting("schema", "", str, "keep this deployment apart from others on the same server: the PostgreSQL schema "
             "(the MySQL/MariaDB database) of its tables and procedures; empty: the URL's default"),
-    Setting("dags_folder", "dags", str, "default PATH of `engine dags sync`"),
+    Setting("dags_folder", "dags", str, "the DAGs folder: default PATH of `engine dags sync`, which stores each DAG "
+            "file's path relative to it; workers and triggerers find task code under their own dags_folder"),
     Setting("dags_are_paused_at_creation", True, bool, "a DAG new to the database starts paused (as Airflow's "
             "setting of that name); a DAG's is_paused_upon_creation overrides it"),
     Setting("dag_import_timeout", 120.0, float, "seconds `engine dags sync` lets the DAG files of one sync import",
@@ -60,6 +61,14 @@ SETTINGS = [
     Setting("worker_shutdown_timeout", 30.0, float, "seconds a stopping worker waits for running tasks before handing them back",
             0, DAY),
     Setting("log_dir", "", str, "task log folder; empty means HOME/logs"),
+    Setting("celery_broker_url", "amqp://guest:guest@127.0.0.1:5672//", str, "broker of the celery executor "
+            "(`engine dispatcher`, `engine celery-worker`): amqp://... (RabbitMQ) or redis://..."),
+    Setting("celery_queue_prefix", "", str, "prefix of the Celery queue names (a TI of queue Q goes to PREFIX+Q): "
+            "keeps deployments that share a broker apart"),
+    Setting("dispatch_resend_timeout", 300.0, float, "seconds a dispatched TI may wait for its try to start before "
+            "its message is re-sent with a new token (the old one can no longer start it)", 0, 86400, positive=True),
+    Setting("dispatch_interval", 0.5, float, "seconds between the passes of an idle `engine dispatcher` "
+            "(PostgreSQL: woken at once when work is queued)", 0, 3600, positive=True),
     Setting("task_env_passthrough", False, bool, "give tasks the worker's whole environment, ENGINE_* settings "
             "and database credentials included (default: tasks get neither)"),
     Setting("triggerer_capacity", 10000, int, "most triggers one triggerer runs at once", 1, 1_000_000),
@@ -71,6 +80,10 @@ SETTINGS = [
             "schedulers (clean_v1); 0: the scheduler never cleans (run `engine db clean` yourself)", 0, 30 * DAY),
     Setting("clean_batch", 1000, int, "most rows clean_v1 deletes per table per call (one short transaction)",
             1, 100_000),
+    Setting("analyze_fraction", 0.1, float, "the scheduler ANALYZEs task_instance, dag_run, task_instance_history "
+            "and trigger when the rows changed since their last ANALYZE reach this share of the table (at least 1,000; "
+            "analyze_stale_v1) so a surge of new runs is planned with fresh statistics; 0: never (autovacuum only)",
+            0, 1000),
     Setting("metrics_port", 0, int, "port of the Prometheus /metrics endpoint of `engine scheduler`, `worker` and "
             "`triggerer` (`--metrics-port`); 0: none", 0, 65535),
     Setting("metrics_host", "0.0.0.0", str, "address the /metrics endpoint listens on"),
@@ -79,6 +92,18 @@ SETTINGS = [
             "--check` reports it", 0, 30 * DAY, positive=True),
     Setting("resume_priority_boost", 1000, int, "priority_weight added to a resumed TI that lost its pool slot "
             "(pool without include_deferred), so it goes ahead of new work of the same pool", 0, validate.INT32_MAX),
+    Setting("max_result_bytes", 65536, int, "largest result a task may leave for downstream tasks (its return value, or "
+            "a final trigger event), as JSON text in bytes; a bigger one fails the try", 1, 16_000_000),
+    Setting("priority_aging", 0.0, float, "aging: priority points a scheduled TI gains per minute it waits, so "
+            "constant high-priority load cannot starve low-priority work (docs/priority.md); 0: off", 0, 1_000_000),
+    Setting("priority_aging_cap", 1000, int, "aging: the most priority points waiting adds to a TI", 1, 1_000_000),
+    Setting("reserve_after", 0.0, float, "seconds a wide TI (pool_slots > 1) waits before its pool keeps the slots "
+            "that free up for it until it fits (docs/priority.md); 0: off", 0, 30 * DAY),
+    Setting("preempt_cooldown", 300.0, float, "preemption: seconds after a TI was preempted during which it is not "
+            "preempted again (docs/priority.md)", 0, 30 * DAY),
+    Setting("preempt_max_per_pass", 10, int, "preemption: most TIs one scheduler pass preempts", 0, 100_000),
+    Setting("preempt_min_runtime", 60.0, float, "preemption: a TI running for less than this many seconds is "
+            "not preempted", 0, 30 * DAY),
     Setting("procedure_versions", "", str, "versions this service calls, e.g. 'queue_tis=2,schedule_tis=1'; "
             "a procedure not named gets its newest installed version with the arguments this release calls"),
 ]
@@ -108,6 +133,10 @@ class Config:
     @property
     def home_path(self) -> Path:
         return Path(self.home).expanduser().resolve()
+
+    @property
+    def dags_path(self) -> Path:
+        return Path(self.dags_folder).expanduser().resolve()
 
     @property
     def log_path(self) -> Path:
@@ -146,6 +175,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
                 raise EngineError(f"{where}: name at least one queue, e.g. 'default'")
             for q in queues:
                 validate.check_id(q, "queue", where)
+        if setting.name == "dags_folder" and not raw.strip():
+            raise EngineError(f"{where}: empty; name the folder that holds the DAG files, e.g. 'dags'")
         if setting.name == "schema" and raw:
             from engine import db
             db.check_schema(raw, where)

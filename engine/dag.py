@@ -8,10 +8,11 @@ import contextlib
 import heapq
 import re
 from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter
 
-from engine import validate
+from engine import timezones, validate
 from engine.errors import EngineError
 
 _CALLABLE_RE = re.compile(r"[\w.]+:\w+")
@@ -133,8 +134,9 @@ def normalise_schedule(schedule, dag_id: str = "?") -> str | None:
     return " ".join(out)
 
 
-def normalise_start_date(value, dag_id: str = "?") -> str | None:
-    """str/date/datetime -> ISO-8601 UTC string; naive values are UTC."""
+def normalise_start_date(value, dag_id: str = "?", zone: str = "UTC") -> str | None:
+    """str/date/datetime -> ISO-8601 UTC string; naive values are wall-clock times of `zone`
+    (the DAG's timezone; a time a DST change skips is read with the offset before it)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -146,17 +148,20 @@ def normalise_start_date(value, dag_id: str = "?") -> str | None:
         value = datetime(value.year, value.month, value.day)
     if not isinstance(value, datetime):
         raise EngineError(f"dag '{dag_id}': start_date must be a str, date or datetime, got {value!r}")
-    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=ZoneInfo(zone))
+    value = value.astimezone(timezone.utc)
     return validate.check_date(value, "start_date", f"dag '{dag_id}'").isoformat()
 
 
 class DAG:
     def __init__(self, dag_id, schedule=None, start_date=None, catchup=False, max_active_runs=16,
-                 max_active_tasks=16, description="", is_paused_upon_creation=None, tags=()):
+                 max_active_tasks=16, description="", is_paused_upon_creation=None, tags=(), timezone="UTC"):
         self.dag_id = _check_id("dag_id", dag_id)
         where = f"dag '{dag_id}': "
         self.schedule = normalise_schedule(schedule, dag_id)
-        self.start_date = normalise_start_date(start_date, dag_id)
+        self.timezone = timezones.check_zone(timezone, where)  # the zone the cron and a naive start_date are read in
+        self.start_date = normalise_start_date(start_date, dag_id, self.timezone)
         if self.schedule is not None and self.start_date is None:
             raise EngineError(f"{where}start_date is required when schedule is set; add start_date='2026-01-01'")
         self.catchup = bool(catchup)
@@ -194,6 +199,25 @@ class DAG:
         task.dag = self
 
 
+OUTPUT_KEY = "__task_output__"  # how a reference to a task's output is stored in op_kwargs / expand
+
+
+class TaskOutput:
+    """`task.output`: the result of `task` in the same dag run, for another task of its DAG:
+    a value of `op_kwargs` (the whole result) or of `.expand()` (one TI per item of a list).
+    Using it adds `task` upstream, as Airflow's XComArg does. Stored as {OUTPUT_KEY: task_id};
+    the worker resolves it when it starts the try (task_inputs_v1)."""
+
+    def __init__(self, task: "Task"):
+        self.task = task
+
+    def __repr__(self):
+        return f"{self.task.task_id}.output"
+
+    def to_json(self) -> dict:
+        return {OUTPUT_KEY: self.task.task_id}
+
+
 class Task:
     kind = ""
     bash_command = env = python_callable = op_kwargs = None  # set by the subclass that uses them
@@ -202,7 +226,7 @@ class Task:
                  weight_rule="downstream", queue="default", retries=0, retry_delay=300,
                  retry_exponential_backoff=False, max_retry_delay=None, execution_timeout=None,
                  trigger_rule="all_success", max_active_tis_per_dag=None, max_active_tis_per_dagrun=None,
-                 executor="default"):
+                 executor="default", preemptible=False):
         dag = dag if dag is not None else (_context[-1] if _context else None)
         if not isinstance(dag, DAG):
             raise EngineError(f"task {task_id!r} is created outside a DAG; put it inside `with DAG(...):` or pass dag=")
@@ -217,6 +241,9 @@ class Task:
         if trigger_rule not in TRIGGER_RULES:
             raise EngineError(f"{w}unknown trigger_rule {trigger_rule!r}; use one of {', '.join(TRIGGER_RULES)}")
         validate.check_int(retries, "retries", w, lo=0, hi=validate.MAX_RETRIES)
+        if not isinstance(preemptible, bool):
+            raise EngineError(f"{w}preemptible must be True or False (got {preemptible!r})")
+        self.preemptible = preemptible  # its running TIs may be stopped for higher-priority work (docs/priority.md)
         self.pool, self.pool_slots, self.queue, self.executor = pool, pool_slots, queue, executor
         self.priority_weight, self.weight_rule, self.trigger_rule = priority_weight, weight_rule, trigger_rule
         self.retries, self.retry_exponential_backoff = retries, bool(retry_exponential_backoff)
@@ -226,12 +253,38 @@ class Task:
         self.max_active_tis_per_dag = _limit(max_active_tis_per_dag, "max_active_tis_per_dag", w)
         self.max_active_tis_per_dagrun = _limit(max_active_tis_per_dagrun, "max_active_tis_per_dagrun", w)
         self.expand_args: dict[str, list] | None = None
+        self.map_upstream: str | None = None      # expand(x=other.output): the task mapped over
+        self.inputs: list[dict] = []              # [{"name", "upstream", "mapped"}] of .output references
         self.upstream_ids: set[str] = set()
         self.downstream_ids: set[str] = set()
         self._validate_kind()  # subclass arguments, checked before the task joins the DAG
         self.dag: DAG = dag
         dag.add_task(self)
+        self._link_outputs()
 
+    @property
+    def output(self) -> TaskOutput:
+        """This task's result, for a downstream task: op_kwargs={"rows": extract.output} or
+        .expand(x=extract.output) (docs/results.md)."""
+        return TaskOutput(self)
+
+    def _use_output(self, ref: TaskOutput, name: str, mapped: bool) -> dict:
+        """Record that argument `name` takes ref's task's output; that task becomes upstream."""
+        up = ref.task
+        if up is self:
+            raise EngineError(f"{self.where}{name} refers to the task's own output; use another task's .output")
+        if getattr(up, "dag", None) is not self.dag:
+            raise EngineError(f"{self.where}{name} refers to task '{up.task_id}' of another DAG; "
+                              "use the output of a task of the same DAG")
+        if not name.isidentifier():
+            raise EngineError(f"{self.where}argument {name!r} takes {up.task_id}.output, but it is not a Python "
+                              "identifier; use a name like 'rows'")
+        self.set_upstream(up)
+        self.inputs.append({"name": name, "upstream": up.task_id, "mapped": 1 if mapped else 0})
+        return ref.to_json()
+
+    def _link_outputs(self):
+        """Arguments of the task's kind that take another task's output (PythonTask.op_kwargs)."""
     def _validate_kind(self):
         pass
 
@@ -281,6 +334,18 @@ class Task:
         w = self.where
         if self.expand_args is not None or not kwargs:
             raise EngineError(f"{w}call expand() once, with all mapped arguments, e.g. expand(x=[1, 2])")
+        refs = [k for k, v in kwargs.items() if isinstance(v, TaskOutput)]
+        if refs:
+            if len(kwargs) > 1:
+                raise EngineError(f"{w}expand({refs[0]}=...output) maps over one upstream result and takes no other "
+                                  "argument; put constant arguments in op_kwargs")
+            if self.kind != "python":
+                raise EngineError(f"{w}only a PythonTask can be mapped over a task's output; use a PythonTask")
+            key = refs[0]
+            self._check_expand_key(key, [])
+            self.expand_args = {key: self._use_output(kwargs[key], key, mapped=True)}
+            self.map_upstream = kwargs[key].task.task_id
+            return self
         for key, values in kwargs.items():
             if not isinstance(values, (list, tuple)) or not values:
                 raise EngineError(f"{w}expand({key}=...) must be a non-empty list, got {values!r}")
@@ -356,7 +421,14 @@ class PythonTask(Task):
             raise EngineError(f"{w}bad python_callable {fn!r}; use 'module.path:function'")
         if self.op_kwargs is not None and not isinstance(self.op_kwargs, dict):
             raise EngineError(f"{w}op_kwargs must be a dict, got {self.op_kwargs!r}")
-        _json(self.op_kwargs, "op_kwargs", w)
+        plain = {k: v.to_json() if isinstance(v, TaskOutput) else v for k, v in (self.op_kwargs or {}).items()}
+        _json(plain if self.op_kwargs is not None else None, "op_kwargs", w)
+
+    def _link_outputs(self):
+        """op_kwargs values that are `other.output`: stored as references, other made upstream."""
+        if self.op_kwargs:
+            self.op_kwargs = {k: self._use_output(v, k, mapped=False) if isinstance(v, TaskOutput) else v
+                              for k, v in self.op_kwargs.items()}
 
     def _check_expand_key(self, key, values):
         if key in (self.op_kwargs or {}):
@@ -416,8 +488,8 @@ def effective_weight(task: Task) -> int:
 _TASK_FIELDS = ("task_id", "kind", "bash_command", "env", "python_callable", "op_kwargs", "pool", "pool_slots",
                 "priority_weight", "weight_rule", "queue", "executor", "retries", "retry_delay",
                 "retry_exponential_backoff", "max_retry_delay", "execution_timeout", "trigger_rule",
-                "max_active_tis_per_dag", "max_active_tis_per_dagrun")
-_DAG_FIELDS = ("dag_id", "fileloc", "description", "schedule", "start_date", "catchup", "max_active_runs",
+                "max_active_tis_per_dag", "max_active_tis_per_dagrun", "preemptible")
+_DAG_FIELDS = ("dag_id", "fileloc", "description", "schedule", "timezone", "start_date", "catchup", "max_active_runs",
                "max_active_tasks", "is_paused_upon_creation", "tags")
 
 
@@ -427,5 +499,6 @@ def serialize_dag(dag: DAG) -> dict:
     for tid in topological_order(dag):
         t = dag.tasks[tid]
         tasks.append({**{f: getattr(t, f) for f in _TASK_FIELDS}, "priority_weight": effective_weight(t),
-                      "expand": t.expand_args, "upstream": sorted(t.upstream_ids)})
+                      "expand": t.expand_args, "map_upstream": t.map_upstream, "inputs": list(t.inputs),
+                      "upstream": sorted(t.upstream_ids)})
     return {**{f: getattr(dag, f) for f in _DAG_FIELDS}, "tags": list(dag.tags), "tasks": tasks}

@@ -1,14 +1,19 @@
 """`engine dags sync PATH`: parse DAG files and write their definitions in one transaction.
 
-All or nothing: a broken file, a cycle, an unknown pool or a task wider than its pool aborts
-the sync with one line, and what was stored before stays as it was.
+All or nothing: a broken file, a cycle, an unknown pool, a task wider than its pool or a file
+outside the DAGs folder aborts the sync with one line, and what was stored before stays as it was.
+
+`dag.fileloc` is the DAG file's path relative to the DAGs folder (setting dags_folder), so a
+worker on another host, with the DAGs checked out elsewhere, finds the task code under its own
+dags_folder (engine.paths.dag_file). Without a DAGs folder (the Python API's default, used by
+`engine demo`) the absolute path is stored, as before revision 0012.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from engine import db
+from engine import db, timezones
 from engine.dagbag import load_dags
 from engine.errors import EngineError
 
@@ -26,8 +31,12 @@ def _task_params(dag_id: str, t: dict) -> dict:
         "execution_timeout": t["execution_timeout"], "trigger_rule": t["trigger_rule"],
         "max_active_tis_per_dag": t["max_active_tis_per_dag"],
         "max_active_tis_per_dagrun": t["max_active_tis_per_dagrun"],
+        "preemptible": bool(t.get("preemptible", False)),
         "expand": json.dumps(t["expand"]) if t["expand"] is not None else None,
-        "map_count": len(next(iter(t["expand"].values()))) if t["expand"] else None,
+        # mapped over an upstream's output: one TI (map_index -1) until schedule_tis_v3 expands it
+        "map_count": len(next(iter(t["expand"].values()))) if t["expand"] and not t.get("map_upstream") else None,
+        "map_upstream": t.get("map_upstream"),
+        "inputs": json.dumps(t["inputs"]) if t.get("inputs") else None,
     }
 
 
@@ -50,34 +59,67 @@ def _check_targets(conn, dags: list[dict]) -> None:
                       f"lower pool_slots or `engine pools set {bad.pool} {bad.pool_slots}`")
 
 
-def _check_owners(conn, dags: list[dict]) -> None:
-    """A DAG id belongs to the file that defines it: another file may not take it over silently."""
+def _check_owners(conn, dags: list[dict], absolute: dict[str, str]) -> None:
+    """A DAG id belongs to the file that defines it: another file may not take it over silently.
+    The same file stored by its absolute path (before revision 0012) is the same owner."""
     if not dags:
         return
     taken = db.run(conn, "dag_taken_from", dag_ids=[d["dag_id"] for d in dags],
-                   filelocs=[d["fileloc"] for d in dags]).first()
+                   filelocs=[d["fileloc"] for d in dags],
+                   abs_filelocs=[absolute[d["dag_id"]] for d in dags]).first()
     if taken:
         raise EngineError(f"dag '{taken.dag_id}' is defined by {taken.stored_in}, and {taken.synced_from} defines it "
                           "too; rename one of them, or pass --force to move the DAG to the new file")
 
 
+def relative_to_folder(dags: list[dict], path: str | Path, dags_folder: str | Path) -> str:
+    """Rewrite each DAG's fileloc as its path relative to `dags_folder` (POSIX separators);
+    return the synced path relative to it ('' for the folder itself). EngineError (one line)
+    for a folder that is not one, or a path or file outside it."""
+    folder = Path(dags_folder).expanduser().resolve()
+    fix = (f"move it under {folder}, or set dags_folder (ENGINE_DAGS_FOLDER, engine.toml) to a folder that "
+           "holds it; workers find task code under their own dags_folder")
+    if not folder.is_dir():
+        raise EngineError(f"the DAGs folder {folder} (setting dags_folder) is not a folder; create it or set "
+                          "dags_folder (ENGINE_DAGS_FOLDER) to the folder that holds the DAG files")
+    root = Path(path).expanduser().resolve()
+    if not root.is_relative_to(folder):
+        raise EngineError(f"{root} is outside the DAGs folder {folder} (setting dags_folder); {fix}")
+    for d in dags:
+        file = Path(d["fileloc"]).resolve()
+        if not file.is_relative_to(folder):  # a symbolic link out of the folder
+            raise EngineError(f"DAG file {file} (dag '{d['dag_id']}') is outside the DAGs folder {folder}; {fix}")
+        d["fileloc"] = file.relative_to(folder).as_posix()
+    rel = root.relative_to(folder).as_posix()
+    return "" if rel == "." else rel
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+
+
 def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = False,
-         paused_at_creation: bool = False) -> dict:
+         paused_at_creation: bool = False, dags_folder: str | Path | None = None) -> dict:
     """Write every DAG found under ``path`` (or the already loaded ``dags`` of it);
     return {"synced": [...], "deactivated": [...]}. A DAG id stored from another file is
     refused unless ``force``. A DAG new to the database starts paused when its
     is_paused_upon_creation says so, or (not set) when ``paused_at_creation`` (the setting
-    dags_are_paused_at_creation, which `engine dags sync` passes); an existing DAG keeps its state."""
+    dags_are_paused_at_creation, which `engine dags sync` passes); an existing DAG keeps its state.
+    With ``dags_folder`` (the CLI passes the setting) filelocs are stored relative to it."""
     root = Path(path).resolve()
     if dags is None:
         dags = load_dags(root)  # raises EngineError before anything is written
+    absolute = {d["dag_id"]: str(Path(d["fileloc"]).resolve()) for d in dags}
+    rel_root = relative_to_folder(dags, root, dags_folder) if dags_folder is not None else None
     with db.connect(eng) as conn:
         if not force:
-            _check_owners(conn, dags)
+            _check_owners(conn, dags, absolute)
         _check_targets(conn, dags)
+        timezones.store(conn, {d.get("timezone", "UTC") for d in dags})
         for d in dags:
             db.run(conn, "upsert_dag", dag_id=d["dag_id"], fileloc=d["fileloc"], description=d["description"],
-                   schedule=d["schedule"], start_date=d["start_date"], catchup=d["catchup"],
+                   schedule=d["schedule"],
+                   timezone=d.get("timezone", "UTC"), start_date=d["start_date"], catchup=d["catchup"],
                    max_active_runs=d["max_active_runs"], max_active_tasks=d["max_active_tasks"],
                    is_paused=paused_at_creation if d.get("is_paused_upon_creation") is None
                    else d["is_paused_upon_creation"], tags=json.dumps(d["tags"]), serialized=json.dumps(d))
@@ -89,7 +131,10 @@ def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = Fa
             if edges:
                 db.run(conn, "insert_dependencies", dag_id=d["dag_id"],
                        ups=[u for u, _ in edges], downs=[w for _, w in edges])
-        prefix = str(root).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
-        gone = db.run(conn, "deactivate_dags", path=str(root), prefix=prefix,
+        # DAGs stored from the synced path (relative filelocs, or absolute ones from before) that
+        # its files no longer define
+        rel_prefix = None if rel_root is None else ("%" if rel_root == "" else _like_prefix(rel_root))
+        gone = db.run(conn, "deactivate_dags", path=str(root), prefix=_like_prefix(str(root)),
+                      rel_path=rel_root, rel_prefix=rel_prefix,
                       dag_ids=[d["dag_id"] for d in dags]).scalars().all()
     return {"synced": [d["dag_id"] for d in dags], "deactivated": sorted(gone)}

@@ -14,11 +14,16 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from typing import TYPE_CHECKING
+from urllib.parse import quote_plus
 
 from engine.errors import EngineError
 from engine.paths import SQL_DIR
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+# SQLAlchemy is imported where it is used, not here: `engine tick` runs without it (engine.lite).
 
 
 def embedded_url(home: Path, announce: bool = True) -> str:
@@ -49,11 +54,9 @@ def embedded_url(home: Path, announce: bool = True) -> str:
         what = "created" if fresh else "using"
         print(f"engine: no ENGINE_DATABASE_URL set, {what} embedded PostgreSQL in {pgdata}", file=sys.stderr)
     info = server.get_postmaster_info()
-    query = {"host": str(info.socket_dir)} if info.socket_dir else {}
-    return sa.engine.URL.create("postgresql+psycopg", username="postgres", database="postgres",
-                                host=None if info.socket_dir else info.hostname,
-                                port=None if info.socket_dir else info.port,
-                                query=query).render_as_string(hide_password=False)
+    if info.socket_dir:  # as sqlalchemy.engine.URL.create(...).render_as_string() writes it
+        return f"postgresql+psycopg://postgres@/postgres?host={quote_plus(str(info.socket_dir), safe='')}"
+    return f"postgresql+psycopg://postgres@{info.hostname}:{info.port}/postgres"
 
 
 def resolve_url(cfg, announce: bool = True) -> str:
@@ -122,6 +125,8 @@ def make_engine(url: str, schema: str | None = None) -> Engine:
     tables, lock rows, procedures and views apart from another's on the same server: on
     PostgreSQL it is the only schema on the connections' search_path (created by `engine db
     upgrade`); on MySQL/MariaDB it is the database, in place of the URL's."""
+    import sqlalchemy as sa
+
     kwargs: dict = {}
     if schema:
         check_schema(schema)
@@ -161,7 +166,7 @@ def query_text(dialect: str, name: str) -> str:
 # A file may hold several statements, each ending with ';' at the end of a line (MySQL has no
 # UPDATE/INSERT ... RETURNING: its files update, then select). They run in order, in the
 # caller's transaction, with the same parameters; the last one's result is returned.
-RESULT_TYPES = {"json": sa.JSON, "bool": sa.Boolean}
+RESULT_TYPES = ("json", "bool")
 _RESULT_HEADER = re.compile(r"^--\s*result\s+(\w+):\s*(.*)$", re.M)
 _STATEMENT_END = re.compile(r";[ \t]*(?:--[^\n]*)?$", re.M)
 
@@ -184,14 +189,32 @@ def _calls(conn: Connection) -> tuple:
 
 
 @functools.cache
-def _statements(dialect: str, name: str, calls: tuple = ()) -> tuple:
+def _parts(dialect: str, name: str, calls: tuple = ()) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The statements of a named file (with the chosen versions) and its result types."""
     text = with_versions(query_text(dialect, name), calls)
-    parts = [p for p in _STATEMENT_END.split(text) if _is_sql(p)]
-    types = {col: RESULT_TYPES[kind] for kind, cols in _RESULT_HEADER.findall(text) for col in cols.split()}
+    parts = tuple(p for p in _STATEMENT_END.split(text) if _is_sql(p))
+    types = {col: kind for kind, cols in _RESULT_HEADER.findall(text) if kind in RESULT_TYPES for col in cols.split()}
+    return parts, types
+
+
+@functools.cache
+def _statements(dialect: str, name: str, calls: tuple = ()) -> tuple:
+    import sqlalchemy as sa
+
+    parts, types = _parts(dialect, name, calls)
     stmts = [sa.text(p) for p in parts]
     if types:
-        stmts[-1] = stmts[-1].columns(**types)
+        kinds = {"json": sa.JSON, "bool": sa.Boolean}
+        stmts[-1] = stmts[-1].columns(**{col: kinds[kind] for col, kind in types.items()})
     return tuple(stmts)
+
+
+@functools.cache
+def _lite_statements(dialect: str, name: str, calls: tuple = ()) -> tuple:
+    from engine import lite
+
+    parts, types = _parts(dialect, name, calls)
+    return tuple(lite.Statement(p, types if i == len(parts) - 1 else {}, dialect) for i, p in enumerate(parts))
 
 
 def q(conn: Connection, name: str):
@@ -209,13 +232,16 @@ def run(conn: Connection, name: str, /, **params):
     dialect = dialect_dir(conn)
     if dialect == "mysql":
         params = {k: _param(v) for k, v in params.items()}
-    *before, last = _statements(dialect, name, _calls(conn))
+    statements = _lite_statements if getattr(conn, "lite", False) else _statements
+    *before, last = statements(dialect, name, _calls(conn))
     for stmt in before:
         conn.execute(stmt, params)
     return conn.execute(last, params)
 
 
 def describe_connect_error(url: str, exc: Exception) -> EngineError:
+    import sqlalchemy as sa
+
     safe = sa.engine.make_url(url).render_as_string(hide_password=True)
     detail = error_message(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if error_code(exc) in (1049, "3D000"):  # MySQL ER_BAD_DB_ERROR, PostgreSQL invalid_catalog_name
@@ -235,6 +261,8 @@ def ensure_database(eng: Engine) -> str | None:
     created ('database x', 'schema x'), or None. MySQL/MariaDB: the URL's database (utf8mb4,
     binary collation, as migration 0001 expects). PostgreSQL: the schema of setting `schema`, if
     any (a database is created with createdb, outside any connection to it)."""
+    import sqlalchemy as sa
+
     if eng.dialect.name == "postgresql":
         schema = engine_schema(eng)
         if not schema:
@@ -268,7 +296,7 @@ def connect(eng: Engine):
     """A connection in a transaction; connection failures become one-line EngineErrors."""
     try:
         conn = eng.connect()
-    except sa.exc.OperationalError as exc:
+    except operational_errors() as exc:
         raise describe_connect_error(str(eng.url.render_as_string(hide_password=False)), exc) from None
     try:
         with conn.begin():
@@ -313,10 +341,44 @@ def error_message(exc: BaseException) -> str:
     return " ".join(str(orig or exc).split())
 
 
-# Errors that mean "the database is unreachable right now": services keep going and retry.
-# (Broad: every OperationalError. Reports of task outcomes use is_unreachable/is_transient
-# instead, which tell an outage from a refusal.)
-DB_DOWN = (EngineError, sa.exc.OperationalError, sa.exc.InterfaceError)
+def _sa_exc():
+    """sqlalchemy.exc when SQLAlchemy is loaded (else none of its errors can have been raised)."""
+    sa = sys.modules.get("sqlalchemy")
+    return getattr(sa, "exc", None)
+
+
+def dbapi_errors() -> tuple:
+    """The classes of a database's error: SQLAlchemy's DBAPIError, engine.lite's DriverError."""
+    from engine.lite import DriverError
+
+    exc = _sa_exc()
+    return (DriverError, exc.DBAPIError) if exc else (DriverError,)
+
+
+def operational_errors() -> tuple:
+    """The classes of an OperationalError or InterfaceError (an outage, mostly)."""
+    from engine.lite import DriverOperationalError
+
+    exc = _sa_exc()
+    return (DriverOperationalError, exc.OperationalError, exc.InterfaceError) if exc else (DriverOperationalError,)
+
+
+def _is_interface_error(exc) -> bool:
+    orig = getattr(exc, "orig", exc)
+    return any(c.__name__ == "InterfaceError" for c in type(orig).__mro__) or \
+        isinstance(exc, getattr(_sa_exc(), "InterfaceError", ()))
+
+
+def __getattr__(name: str):
+    # Errors that mean "the database is unreachable right now": services keep going and retry.
+    # (Broad: every OperationalError. Reports of task outcomes use is_unreachable/is_transient
+    # instead, which tell an outage from a refusal.) Computed when read (PEP 562), so that
+    # importing this module does not import SQLAlchemy.
+    if name == "DB_DOWN":
+        import sqlalchemy  # noqa: F401 - its classes belong in the tuple of a service that uses it
+
+        return (EngineError, *operational_errors())
+    raise AttributeError(f"module 'engine.db' has no attribute {name!r}")
 
 # SQLSTATEs (PostgreSQL) and error numbers (MySQL/MariaDB) of a connection that failed or was
 # cut, or of a server that is shutting down or full: the same statement may work later.
@@ -345,19 +407,19 @@ def is_unreachable(exc: BaseException) -> bool:
     as unreachable."""
     if isinstance(exc, EngineError):
         return True
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+    if isinstance(exc, dbapi_errors()) and exc.connection_invalidated:
         return True
     code = error_code(exc)
     if isinstance(code, str):
         return code.startswith("08") or code in UNREACHABLE_STATES
     if isinstance(code, int):
-        return code in UNREACHABLE_CODES or (code == 0 and isinstance(exc, sa.exc.InterfaceError))
-    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError))
+        return code in UNREACHABLE_CODES or (code == 0 and _is_interface_error(exc))
+    return isinstance(exc, operational_errors())
 
 
 def is_transient(exc: BaseException) -> bool:
     """True for a deadlock, serialization failure or lock wait timeout: try again later."""
-    return isinstance(exc, sa.exc.DBAPIError) and error_code(exc) in TRANSIENT
+    return isinstance(exc, dbapi_errors()) and error_code(exc) in TRANSIENT
 
 
 def first_line(exc: BaseException) -> str:

@@ -113,7 +113,7 @@ def parse_arg(text: str) -> tuple[str, object]:
 
 
 # Parameters a named query may leave out: the database's clock, no job, the settings' sizes.
-OPTIONAL = {"now": None, "job_id": None}
+OPTIONAL = {"now": None, "job_id": None, "aging_rate": 0.0, "aging_cap": 1, "reserve_after": 0.0}
 
 
 def target(dialect: str, procedure: str) -> tuple[str, int | None]:
@@ -148,7 +148,11 @@ def explain(eng, procedure: str, given: dict[str, object], defaults: dict[str, o
         chosen = calls.resolve(conn, {**(pins or {}), **({name: version} if version else {})})
     params = params_of(dialect, name, given, defaults)
     run = _explain_postgresql if dialect == "postgresql" else _explain_mysql
-    return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, f"{name}_v{chosen[name]}",
+    # A named query written for an older version than the shipped one (the scheduler's
+    # heartbeat_v1 beside the worker's heartbeat_v2) is not moved: label what it really calls.
+    called = calls.called_by(dialect, name, name)
+    label = chosen[name] if called in (None, calls.shipped(dialect)[name]) else called
+    return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, f"{name}_v{label}",
                params, timeout_s)
 
 

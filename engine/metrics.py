@@ -65,8 +65,10 @@ ORPHANS_CLEARED = Counter(f"{PREFIX}scheduler_orphaned_tasks_cleared",
                           registry=None)
 ROWS_CLEANED = Counter(f"{PREFIX}db_clean_rows", "old rows deleted by this scheduler's retention cleanup",
                        registry=None)
+TIS_PREEMPTED = Counter(f"{PREFIX}scheduler_tis_preempted", "running TIs preempted for higher-priority work "
+                        "(preempt_v1, docs/priority.md)", registry=None)
 SCHEDULER_METRICS = (LOOP_DURATION, PASSES, IDLE_PASSES, CRITICAL_SECTION_BUSY, TIS_QUEUED, ORPHANS_ADOPTED,
-                     ORPHANS_CLEARED, ROWS_CLEANED)
+                     ORPHANS_CLEARED, ROWS_CLEANED, TIS_PREEMPTED)
 
 
 def record_pass(summary: dict, idle: bool) -> None:
@@ -81,6 +83,7 @@ def record_pass(summary: dict, idle: bool) -> None:
     ORPHANS_ADOPTED.inc(summary["tis_adopted"])
     ORPHANS_CLEARED.inc(summary["tis_orphan_failed"])
     ROWS_CLEANED.inc(summary.get("rows_cleaned", 0))
+    TIS_PREEMPTED.inc(summary.get("tis_preempted", 0))
 
 
 def database_samples(eng) -> list:

@@ -1,18 +1,19 @@
 """Alembic driven from code: `engine db upgrade | downgrade | current`."""
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.util.exc import CommandError
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import re
 
-from engine import db, procedures, roles
+from engine import db, procedures
 from engine.errors import EngineError
 from engine.paths import MIGRATIONS_DIR
 
+# Alembic is imported where it is used: `engine tick` checks the schema with head_fast().
+_REVISION = re.compile(r"^(down_revision|revision)\s*=\s*(?:None|[\"']([^\"']+)[\"'])\s*(?:#.*)?$", re.M)
 
-def alembic_config(conn) -> AlembicConfig:
+
+def alembic_config(conn):
+    from alembic.config import Config as AlembicConfig
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["connection"] = conn
@@ -21,6 +22,8 @@ def alembic_config(conn) -> AlembicConfig:
 
 def revisions() -> list[str]:
     """Every revision this engine knows, oldest first."""
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory(str(MIGRATIONS_DIR))
     return [r.revision for r in reversed(list(script.walk_revisions()))]
 
@@ -33,6 +36,8 @@ def check_known(current: str | None) -> None:
 
 
 def _alembic(fn, conn, revision: str) -> None:
+    from alembic.util.exc import CommandError
+
     try:
         fn(alembic_config(conn), revision)
     except CommandError as exc:
@@ -44,6 +49,8 @@ def upgrade(eng, revision: str = "head") -> list[str]:
     """Migrate to ``revision`` and reinstall drifted or missing objects. Returns repaired names."""
     if eng.dialect.name == "postgresql":
         db.ensure_database(eng)  # the schema of setting `schema` (MySQL: `engine db upgrade` creates the database)
+    from alembic import command
+
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.upgrade, conn, revision)
@@ -51,6 +58,8 @@ def upgrade(eng, revision: str = "head") -> list[str]:
     if revision == "head":
         with eng.begin() as conn:
             repaired = procedures.repair(conn)
+        from engine import roles
+
         roles.reapply(eng)  # reinstalled and new procedures get their grants back
     return repaired
 
@@ -59,17 +68,42 @@ def downgrade(eng, revision: str) -> None:
     if revision != "base" and revision not in revisions():
         raise EngineError(f"unknown revision {revision!r}; use one of base, {', '.join(revisions())} "
                           "(`engine db current` shows where the database is)")
+    from alembic import command
+
     check_known(current(eng))
     with eng.begin() as conn:
         _alembic(command.downgrade, conn, revision)
     if revision != "base":
+        from engine import roles
+
         roles.reapply(eng)  # a restored procedure is a new definition without grants
 
 
 def current(eng) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with eng.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
 
 
 def head() -> str:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+
+
+def head_fast() -> str | None:
+    """head() without Alembic: the one revision of migrations/versions that no other names as
+    its down_revision, read from the files' plain `revision = "..."` lines; None when the files
+    do not say it that plainly (then the caller asks Alembic)."""
+    revs, downs = set(), set()
+    for path in MIGRATIONS_DIR.glob("versions/*.py"):
+        if path.name == "__init__.py":
+            continue
+        found = dict(_REVISION.findall(path.read_text()))
+        if not found.get("revision") or "down_revision" not in found:
+            return None
+        revs.add(found["revision"])
+        downs.add(found["down_revision"])
+    heads = revs - downs
+    return heads.pop() if len(heads) == 1 else None

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from engine import manifest
 from engine.errors import EngineError
 from engine.paths import SQL_DIR
@@ -61,6 +59,8 @@ def object_kind(dialect: str, name: str, text: str) -> str:
 
 def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
     """Checksum of the definition the database holds now, or None when the object is absent."""
+    import sqlalchemy as sa
+
     if dialect == "postgresql":
         if kind == "view":
             sql = ("SELECT md5(pg_get_viewdef(c.oid)) FROM pg_class c WHERE c.relname = :n "
@@ -94,6 +94,8 @@ def db_checksum(conn, dialect: str, name: str, kind: str) -> str | None:
 
 def installed_routines(conn) -> set[str]:
     """Names of every stored function and procedure in the current schema (database)."""
+    import sqlalchemy as sa
+
     if dialect_of(conn) == "postgresql":
         sql = "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
     else:
@@ -108,6 +110,8 @@ def _drop_sql(kind: str, name: str) -> str:
 def _execute_script(conn, text: str) -> None:
     # The raw DB-API cursor, so '%' in a function body is not taken for a parameter. Its
     # errors are wrapped like SQLAlchemy's own, so callers and the CLI see one kind of error.
+    import sqlalchemy as sa
+
     dbapi = conn.connection.dbapi_connection
     try:
         with dbapi.cursor() as cur:
@@ -146,6 +150,8 @@ def install_one(conn, name: str, revision: str, text: str | None = None, redefin
     `redefine` (a downgrade putting back an older text): on PostgreSQL, a function that
     CREATE OR REPLACE cannot replace (another result type, as claim_tis_v1 before revision 0003,
     or renamed parameters: SQLSTATE 42P13) is dropped, by its argument types, and created."""
+    import sqlalchemy as sa
+
     dialect = dialect_of(conn)
     text = object_file(dialect, name).read_text() if text is None else text
     kind = object_kind(dialect, name, text)
@@ -204,6 +210,8 @@ def install(op, names: list[str], revision: str) -> None:
 def restore(op, names: list[str], revision: str, down_revision: str) -> None:
     """Downgrade of `revision` for objects it changed in place: reinstall the text each had
     before (sql/<dialect>/previous/<revision>/<name>.sql), recorded as `down_revision`'s."""
+    import sqlalchemy as sa
+
     conn = op.get_bind()
     dialect = dialect_of(conn)
     for name in names:
@@ -217,6 +225,8 @@ def restore(op, names: list[str], revision: str, down_revision: str) -> None:
 
 
 def remove(op, names: list[str]) -> None:
+    import sqlalchemy as sa
+
     conn = op.get_bind()
     dialect = dialect_of(conn)
     for name in reversed(names):
@@ -241,6 +251,8 @@ class Finding:
 
 
 def check(conn) -> list[Finding]:
+    import sqlalchemy as sa
+
     dialect = dialect_of(conn)
     recorded = {r.name: r for r in conn.execute(sa.text(
         "SELECT name, kind, file_checksum, db_checksum, revision FROM procedure_version"))}
@@ -278,6 +290,8 @@ def check(conn) -> list[Finding]:
 def routine_counts(conn) -> dict[str, int]:
     """Every stored function and procedure of the current schema (database) with how many
     definitions share its name (PostgreSQL overloads; always 1 on MySQL)."""
+    import sqlalchemy as sa
+
     if dialect_of(conn) == "postgresql":
         sql = ("SELECT proname, count(*) FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
                "GROUP BY proname")

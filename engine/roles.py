@@ -2,7 +2,8 @@
 
   <prefix>_scheduler   reads and writes every table, executes every procedure (it also runs
                        `dags sync`, `pools set` and the other admin commands of a deployment)
-  <prefix>_worker      EXECUTE on the procedures a worker calls, nothing else
+  <prefix>_worker      EXECUTE on the procedures a worker calls, nothing else (also what a Celery
+                       worker of the celery executor needs; `engine dispatcher` runs as scheduler)
   <prefix>_triggerer   EXECUTE on the procedures a triggerer calls, nothing else
   <prefix>_reader      SELECT on the views (pool_usage, pending_reasons, ...) for SQL consoles
 
@@ -26,9 +27,11 @@ import sqlalchemy as sa
 from engine import db, procedures
 from engine.errors import EngineError
 
-WORKER = ["claim_tis", "finish_ti", "defer_ti", "release_ti", "heartbeat", "register_job", "finish_job", "set_job_queues",
-          "pending_work"]
-TRIGGERER = ["claim_triggers", "fire_trigger", "heartbeat", "register_job", "finish_job", "owned_triggers",
+# start_ti: a Celery worker (engine celery-worker) runs as a worker; `engine dispatcher` calls
+# dispatch_tis, which only the scheduler role may (run it as a scheduler).
+WORKER = ["claim_tis", "finish_ti", "task_inputs", "defer_ti", "release_ti", "heartbeat", "register_job", "finish_job",
+          "set_job_queues", "pending_work", "start_ti"]
+TRIGGERER = ["claim_triggers", "fire_trigger", "fire_triggers", "heartbeat", "register_job", "finish_job", "owned_triggers",
              "release_triggers"]
 KINDS = ("scheduler", "worker", "triggerer", "reader")
 METADATA = ["alembic_version", "procedure_version"]

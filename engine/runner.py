@@ -8,6 +8,11 @@ Without "resume" the callable is called with kwargs. With it, the try continues 
 ``method(event, **resume_kwargs)`` is called instead, where method names a function of the
 callable's module, or is a full "module.path:function" reference (docs/deferral.md).
 
+A value the callable returns (not None) is the try's result: plain JSON of at most
+"max_result_bytes" bytes (spec), written as {"result": JSON text} to defer_file for the worker to
+report with the success (finish_ti_v3); a value that is not storable fails the try (exit 1,
+{"error": why} in the file). "where" names the task in that reason.
+
 Exit status: 0 when the call returns, 99 when it raises SkipTask, 100 when it raises Defer
 (the serialized Defer is written as JSON to defer_file, for the worker to report through
 defer_ti_v1), 1 on any other exception (traceback on stderr, which the worker appends to the
@@ -30,7 +35,8 @@ import sys
 import traceback
 
 from engine.exceptions import Defer, SkipTask
-from engine.taskvalues import DEFER_REFUSED, check_defer, error_text
+from engine.errors import EngineError
+from engine.taskvalues import DEFER_REFUSED, check_defer, error_text, result_text
 
 SKIP_EXIT_CODE = 99
 DEFER_EXIT_CODE = 100
@@ -102,6 +108,31 @@ def run(spec: dict) -> int:
         return 1
     text = repr(result)
     print(f"Done. Returned value was: {text if len(text) <= 1000 else text[:1000] + '...'}", flush=True)
+    return hand_result(spec, result)
+
+
+def hand_result(spec: dict, result) -> int:
+    """A returned value other than None is the try's result: checked (plain JSON, nesting, the
+    spec's max_result_bytes) and handed to the worker as {"result": JSON text} in defer_file.
+    One that fails the check fails the try (exit 1, the reason in the log and the file)."""
+    if result is None or not spec.get("defer_file"):
+        return 0
+    where = spec.get("where") or "the task"
+    try:
+        text = result_text(result, int(spec.get("max_result_bytes") or 65536), f"the return value of {where}")
+        write_report(spec, {"result": text})
+    except EngineError as exc:
+        reason = f"the result was refused: {exc}"
+        print(reason, file=sys.stderr, flush=True)
+        try:
+            write_report(spec, {"error": reason})
+        except OSError:
+            pass
+        return 1
+    except OSError:
+        print("the task returned a value, but it cannot be handed to the worker:", file=sys.stderr)
+        traceback.print_exc()
+        return 1
     return 0
 
 

@@ -3,8 +3,9 @@
 Every decision is a stored function; this module only calls them in order, each in its own
 short transaction, and reports what they did:
 
-    heartbeat -> reset_orphans -> requeue_stuck -> create_dag_runs -> schedule_tis -> queue_tis
-    -> clean (retention, when due) -> record the tick (only a pass that did something)
+    heartbeat -> reset_orphans -> requeue_stuck -> create_dag_runs -> analyze_stale (statistics,
+    when a table changed a lot) -> schedule_tis -> queue_tis -> clean (retention, when due)
+    -> record the tick (only a pass that did something)
 
 A step whose lock another scheduler holds is skipped and reported as busy: the pass goes on.
 A step the database refuses as a whole (the procedures isolate one DAG's or one TI's failure
@@ -28,12 +29,11 @@ import signal
 import time
 from datetime import datetime
 
-import sqlalchemy as sa
-
-from engine import db, metrics, wakeup
+from engine import db, wakeup
 from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
+ANALYZE_MIN_ROWS = 1000    # analyze_stale_v1: a table that changed by fewer rows is never re-analyzed
 
 
 class Scheduler:
@@ -58,7 +58,7 @@ class Scheduler:
         try:
             with db.connect(self.eng) as conn:
                 return fn(conn)
-        except sa.exc.DBAPIError as exc:
+        except db.dbapi_errors() as exc:
             if db.is_lock_busy(exc) or db.is_transient(exc):
                 busy.append(name)
                 return None
@@ -96,13 +96,23 @@ class Scheduler:
             stuck = step("requeue_stuck", lambda conn: db.run(
                 conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
         created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
+        # Statistics of the busy tables before the steps planned on them (analyze_stale_v1: one
+        # catalog read unless a table changed by analyze_fraction since its last ANALYZE).
+        analyzed = step("analyze_stale", lambda conn: db.run(
+            conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all()) \
+            if cfg.analyze_fraction > 0 else None
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
         def queue(conn):
-            rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now).all()
+            rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now, **queue_knobs(cfg)).all()
             if rows:
                 wakeup.notify_queued(conn)  # delivered to the workers when this commits
             return rows
         queued = step("queue_tis", queue) or []
+        # Preemption (pools with a preempt_margin): after queue_tis, so a TI that fits is queued,
+        # never the cause of a preemption.
+        preempted = step("preempt", lambda conn: db.run(
+            conn, "preempt", now=now, cooldown=cfg.preempt_cooldown, max_per_pass=cfg.preempt_max_per_pass,
+            min_runtime=cfg.preempt_min_runtime).all()) or []
         # Retention (clean_v1 decides when it is due across schedulers; one batch per table per
         # pass while a backlog remains), not in a pass a wake-up asked for. By the database
         # clock: an injected `now` never ages rows.
@@ -130,7 +140,9 @@ class Scheduler:
             "runs_errored": count(sched, "runs_errored"),
             "runs_finished": count(sched, "runs_finished"),
             "tis_queued": len(queued),
+            "tis_preempted": len(preempted),
             "rows_cleaned": sum(int(r.deleted) for r in cleaned or () if r.ran),
+            "tables_analyzed": [r.table_name for r in analyzed or ()],
             "busy": busy,
             "errors": errors,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
@@ -145,7 +157,7 @@ class Scheduler:
             db.run(conn, "record_tick", job_id=self.job.id, hostname=self.job.hostname,
                    duration_ms=summary["duration_ms"], runs_created=summary["runs_created"],
                    runs_started=summary["runs_started"], tis_scheduled=summary["tis_scheduled"],
-                   tis_queued=len(queued), runs_finished=summary["runs_finished"], busy=",".join(busy) or None,
+                   tis_queued=len(queued), tis_preempted=len(preempted), runs_finished=summary["runs_finished"], busy=",".join(busy) or None,
                    errors="; ".join(f"{e['step']}: {e['error']}" for e in errors)[:2000] or None)
         return summary
 
@@ -195,6 +207,7 @@ class Scheduler:
                     continue
                 self.outage.ok()
                 ticks += 1
+                from engine import metrics  # not at the top: `engine tick` does without prometheus_client
                 metrics.record_pass(summary, idle=not did_work(summary))
                 if did_work(summary):
                     log.info("%s", format_summary(summary), extra={"summary": summary})
@@ -212,7 +225,14 @@ class Scheduler:
 
 WORK_FIELDS = ("jobs_failed", "tis_adopted", "tis_orphan_failed", "tis_requeued", "tis_stuck_failed", "runs_created",
                "runs_started", "tis_scheduled", "tis_skipped", "tis_upstream_failed", "tis_removed", "runs_errored",
-               "runs_finished", "tis_queued", "rows_cleaned")
+               "runs_finished", "tis_queued", "tis_preempted", "rows_cleaned", "tables_analyzed")
+
+
+def queue_knobs(cfg=None) -> dict:
+    """The priority settings queue_tis takes (docs/priority.md); all off without a config."""
+    if cfg is None:
+        return {"aging_rate": 0.0, "aging_cap": 1, "reserve_after": 0.0}
+    return {"aging_rate": cfg.priority_aging, "aging_cap": cfg.priority_aging_cap, "reserve_after": cfg.reserve_after}
 
 
 def did_work(s: dict) -> bool:
@@ -230,6 +250,8 @@ def format_summary(s: dict) -> str:
     failed = f" failed={','.join(e['step'] for e in s['errors'])}" if s.get("errors") else ""
     errored = f"; runs with errors={s['runs_errored']} (see dag_errors)" if s.get("runs_errored") else ""
     cleaned = f"; cleaned {s['rows_cleaned']} old row(s)" if s.get("rows_cleaned") else ""
+    cleaned += f"; analyzed {','.join(s['tables_analyzed'])}" if s.get("tables_analyzed") else ""
+    cleaned += f"; preempted {s['tis_preempted']} TI(s)" if s.get("tis_preempted") else ""
     return (f"tick: runs created={s['runs_created']} started={s['runs_started']} finished={s['runs_finished']}; "
             f"tis scheduled={s['tis_scheduled']} skipped={s['tis_skipped']} "
             f"upstream_failed={s['tis_upstream_failed']} removed={s.get('tis_removed', 0)} queued={s['tis_queued']}"

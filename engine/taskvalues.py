@@ -9,8 +9,10 @@ triggerer that carried it goes on with everybody else's work.
 """
 from __future__ import annotations
 
+import json
+
 from engine.errors import EngineError
-from engine.validate import MAX_ID_LENGTH, check_json, check_seconds, check_text
+from engine.validate import MAX_ID_LENGTH, check_json, check_seconds, check_text, parse_json
 
 # How a refused Defer starts its reason (runner and worker).
 DEFER_REFUSED = "the task's Defer was refused: "
@@ -61,9 +63,59 @@ def check_defer(d) -> dict:
     return out
 
 
+# Results (a PythonTask's return value, a final trigger event's payload) nest at most this deep:
+# MariaDB's JSON functions refuse documents nested deeper than 32 levels.
+MAX_RESULT_DEPTH = 32
+RESULT_FIX = ("return plain JSON (dicts, lists, strings, finite numbers, booleans, None) of at most {limit:,} "
+              "bytes (setting max_result_bytes), or store big data elsewhere and return its location")
+
+
+def _depth(value) -> int:
+    """How deep lists and dicts nest in value (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, tuple, dict)):
+            deepest = max(deepest, d)
+            if d <= MAX_RESULT_DEPTH:
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def result_text(value, limit: int, what: str = "the task's result") -> str:
+    """A result as the JSON text to store: plain JSON (check_json), nested at most
+    MAX_RESULT_DEPTH deep, at most `limit` bytes (UTF-8). EngineError with one line naming the
+    problem and the fix otherwise."""
+    fix = RESULT_FIX.format(limit=limit)
+    if _depth(value) > MAX_RESULT_DEPTH:
+        raise EngineError(f"{what} nests more than {MAX_RESULT_DEPTH} levels deep; {fix}")
+    try:
+        check_json(value, what)
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except EngineError as exc:
+        raise EngineError(f"{one_line(str(exc), 300)}; {fix}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EngineError(f"{what} is not plain JSON ({type(exc).__name__}: {one_line(exc, 200)}); {fix}") from None
+    size = len(text.encode())
+    if size > limit:
+        raise EngineError(f"{what} is {size:,} bytes of JSON, more than max_result_bytes ({limit:,}); {fix}")
+    return text
+
+
+def check_result_text(text, limit: int) -> str:
+    """A result as JSON text handed over by the runner, checked again (the worker's boundary)."""
+    if not isinstance(text, str):
+        raise EngineError(f"the task's result must be JSON text, got {type(text).__name__}")
+    if len(text.encode()) > limit:
+        raise EngineError(f"the task's result is {len(text.encode()):,} bytes of JSON, more than max_result_bytes "
+                          f"({limit:,}); {RESULT_FIX.format(limit=limit)}")
+    return result_text(parse_json(text, "the task's result", "plain JSON"), limit)
+
+
 def check_event(event):
     """A trigger's event: plain JSON (no NaN/Infinity, no NUL), or EngineError."""
     return check_json(event, "trigger event")
 
 
-__all__ = ["DEFER_REFUSED", "MAX_REASON", "one_line", "error_text", "check_defer", "check_event"]
+__all__ = ["DEFER_REFUSED", "MAX_REASON", "MAX_RESULT_DEPTH", "one_line", "error_text", "check_defer", "check_event",
+           "result_text", "check_result_text"]

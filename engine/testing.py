@@ -64,7 +64,7 @@ def test_task(eng, cfg, dag_id: str, task_id: str, map_index: int | None) -> int
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
     with tempfile.TemporaryDirectory(prefix="engine-test-") as tmp:
         log_path = Path(tmp) / "task.log"
-        row = {**task, "ti_id": 0, "run_id": f"test__{stamp}", "try_number": 1, "conf": {},
+        row = {**task, "dags_folder": str(cfg.dags_path), "ti_id": 0, "run_id": f"test__{stamp}", "try_number": 1, "conf": {},
                "map_index": -1 if map_index is None else map_index, "log_path": str(log_path),
                "map_args": {k: v[map_index] for k, v in expand.items()} if expand else None}
         defer_file = str(Path(tmp) / "defer.json") if row["kind"] == "python" else None

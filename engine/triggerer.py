@@ -1,9 +1,9 @@
 """The triggerer service (`engine triggerer`): runs the triggers of deferred TIs as asyncio tasks,
-thousands at once in one process, and reports each event or error through fire_trigger_v1.
+thousands at once in one process, and reports each event or error through fire_triggers_v1.
 The database decides what a fired trigger means (queued with its slot, scheduled with a
 priority boost, or a failed try); this module only runs triggers (docs/deferral.md).
 
-One pass, `run_once()`: report what fired (fire_trigger_v1, in batches), heartbeat, then
+One pass, `run_once()`: report what fired (fire_triggers_v1, in batches), heartbeat, then
 claim_triggers_v1 (which also fails timed-out triggers and takes over the triggers of dead
 triggerers), start what was claimed and cancel what this job no longer owns (fired elsewhere,
 e.g. by `engine events send`, or taken over while this process stalled). `loop()` repeats it
@@ -31,12 +31,14 @@ from pathlib import Path
 from engine import db, wakeup
 from engine.db import DB_DOWN
 from engine.jobs import Job, beat_interval
-from engine.taskvalues import check_event, error_text, one_line
-from engine.triggers import first_event, load_trigger, set_clock_offset
+from engine.paths import dag_file
+from engine.taskvalues import check_event, error_text, one_line, result_text
+from engine.triggers import TriggerEvent, first_event, load_trigger, set_clock_offset
 
 log = logging.getLogger("engine.triggerer")
-REPORT_BATCH = 500   # fire_trigger_v1 calls per transaction
-GATHER_DELAY = 0.02  # after a trigger fires, wait this long for others to fire with it
+REPORT_BATCH = 1000  # fired triggers per fire_triggers_v1 call (one transaction)
+GATHER_DELAY = 0.02  # after a trigger fires, wait this long for others to fire with it,
+GATHER_MAX = 0.1     # and again while more keep firing, up to this long
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Fired:
     event: object
     error: str | None
     refusals: int = 0  # how often the database refused to record this fire
+    final: str | None = None  # 'success' / 'failed': the event ends the try (TriggerEvent(final=True))
 
 
 class Triggerer:
@@ -71,10 +74,17 @@ class Triggerer:
         return result
 
     def _fire(self, batch: list[Fired], now=None) -> list:
+        """Report a batch in one fire_triggers_v1 call (sorted by trigger id: the procedure locks
+        in that order); the TIs' new states, in batch order."""
+        ordered = sorted({f.trigger_id: f for f in batch}.values(), key=lambda f: f.trigger_id)
         with db.connect(self.eng) as conn:
-            return [db.run(conn, "fire_trigger", trigger_id=f.trigger_id, error=f.error, now=now,
-                           event=None if f.error is not None else json.dumps(f.event),
-                           boost=self.cfg.resume_priority_boost).scalar_one() for f in batch]
+            rows = db.run(conn, "fire_triggers", trigger_ids=[f.trigger_id for f in ordered],
+                          events=[None if f.error is not None else json.dumps(f.event) for f in ordered],
+                          errors=[f.error for f in ordered], finals=[f.final for f in ordered], now=now,
+                          boost=self.cfg.resume_priority_boost,
+                          max_bytes=getattr(self.cfg, "max_result_bytes", 65536)).all()
+        states = {r.trigger_id: r.state for r in rows}
+        return [states.get(f.trigger_id) for f in batch]
 
     def _claim(self, limit: int, now=None):
         with db.connect(self.eng) as conn:
@@ -110,8 +120,8 @@ class Triggerer:
             del self.fired[:len(batch)]
             done += len(batch)
             for f, state in zip(batch, states):
-                log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else "fired",
-                         state or "nothing to resume")
+                log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else
+                         f"fired ({f.final})" if f.final else "fired", state or "nothing to resume")
         return done
 
     def _refused(self, exc: BaseException) -> None:
@@ -131,7 +141,7 @@ class Triggerer:
     def _start(self, row: dict) -> None:
         tid = row["trigger_id"]
         try:
-            folder = str(Path(row["fileloc"]).parent) if row.get("fileloc") else None
+            folder = str(dag_file(row["fileloc"], self.cfg.dags_path).parent) if row.get("fileloc") else None
             trigger = load_trigger(row["classpath"], row["kwargs"], folder)
             trigger.created_at = row["created_at"]
         except BaseException as exc:  # noqa: BLE001 - any error of user code (SystemExit too) is the trigger's
@@ -148,13 +158,22 @@ class Triggerer:
             log.warning("trigger %s (%s) raised %s", tid, type(trigger).__name__, error_text(exc))
             self.fired.append(Fired(tid, None, one_line(f"trigger failed: {error_text(exc)}")))
         else:
+            final = event.state if isinstance(event, TriggerEvent) else None
+            payload = event.payload if isinstance(event, TriggerEvent) else event
             try:
-                check_event(event)  # travels as JSON: plain JSON only
-                self.fired.append(Fired(tid, event, None))
+                check_event(payload)  # travels as JSON: plain JSON only
             except Exception as exc:  # noqa: BLE001
                 log.warning("trigger %s (%s): %s", tid, type(trigger).__name__, error_text(exc))
                 self.fired.append(Fired(tid, None, one_line(f"trigger failed: its event is not plain JSON: "
                                                             f"{error_text(exc)}")))
+                return
+            if final == "success" and payload is not None:
+                try:  # the payload becomes the task's result: the same rules as a return value
+                    result_text(payload, getattr(self.cfg, "max_result_bytes", 65536), "the trigger's final event")
+                except Exception as exc:  # noqa: BLE001
+                    self.fired.append(Fired(tid, None, one_line(f"trigger failed: {error_text(exc)}")))
+                    return
+            self.fired.append(Fired(tid, payload, None, final=final))
         finally:
             self.tasks.pop(tid, None)
             if self._wake is not None:
@@ -251,7 +270,7 @@ class Triggerer:
                     if counts["claimed"] or counts["fired"] or counts["cancelled"]:
                         log.info("pass %s", counts)
                 elif self.fired:
-                    await asyncio.sleep(GATHER_DELAY)
+                    await self._gather()
                     await self.report()
                 self._wake.clear()
                 if self.stopping or (self.fired and self.outage.due()):
@@ -265,6 +284,16 @@ class Triggerer:
                 aio.remove_reader(fd)
             listener.close()
             await self.stop()
+
+    async def _gather(self) -> None:
+        """Wait GATHER_DELAY for others to fire with the first, longer while they keep coming
+        (many due at one instant: one call per REPORT_BATCH, not one per handful), at most
+        GATHER_MAX in all."""
+        end = time.monotonic() + GATHER_MAX
+        seen = -1
+        while len(self.fired) != seen and len(self.fired) < REPORT_BATCH and time.monotonic() < end:
+            seen = len(self.fired)
+            await asyncio.sleep(GATHER_DELAY)
 
     def _on_signal(self) -> None:
         self.stopping = True

@@ -21,6 +21,8 @@ engine.validate's rules: a bad value fails that try with a one-line reason.
 Time comparisons use the database clock: the triggerer measures its host's offset from it and
 `db_now()` applies it. A trigger that raises ends its task's try as failed (retried if retries
 remain); so does one whose Defer timeout passes (the database decides that, not the trigger).
+A trigger may also end the try itself, with no worker: return TriggerEvent(payload, final=True)
+(success, payload as the task's result) or TriggerEvent(payload, final=True, failed=True).
 """
 from __future__ import annotations
 
@@ -52,6 +54,32 @@ def _aware(moment) -> datetime:
     if not isinstance(moment, datetime):
         raise TypeError(f"moment must be a datetime or an ISO 8601 string, got {moment!r}")
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+class TriggerEvent:
+    """What a trigger returns (or yields) when a plain value is not enough.
+
+    ``TriggerEvent(payload)`` is the same as returning ``payload``: the TI resumes in its
+    Defer's method with ``payload`` as the event. ``TriggerEvent(payload, final=True)`` ends
+    the try without a worker: it succeeds with ``payload`` as its result (None: no result), or
+    fails with ``failed=True`` (retried if retries remain), through fire_triggers_v1.
+    """
+
+    __slots__ = ("payload", "final", "failed")
+
+    def __init__(self, payload=None, *, final: bool = False, failed: bool = False):
+        if failed and not final:
+            raise ValueError("TriggerEvent(failed=True) needs final=True: only a final event ends the try")
+        self.payload, self.final, self.failed = payload, bool(final), bool(failed)
+
+    @property
+    def state(self) -> str | None:
+        """'success' or 'failed' for a final event, None for a resume."""
+        return ("failed" if self.failed else "success") if self.final else None
+
+    def __repr__(self):
+        flags = (", final=True" if self.final else "") + (", failed=True" if self.failed else "")
+        return f"TriggerEvent({self.payload!r}{flags})"
 
 
 class BaseTrigger:
@@ -180,5 +208,5 @@ async def first_event(trigger):
     raise TypeError(f"{type(trigger).__name__}.run() must be async (a coroutine or an async generator)")
 
 
-__all__ = ["BaseTrigger", "DateTimeTrigger", "TimeDeltaTrigger", "FileTrigger", "EventTrigger",
+__all__ = ["TriggerEvent", "BaseTrigger", "DateTimeTrigger", "TimeDeltaTrigger", "FileTrigger", "EventTrigger",
            "load_trigger", "first_event", "db_now", "set_clock_offset"]

@@ -16,13 +16,15 @@ fails that try instead, with the reason; the worker goes on. On SIGTERM it stops
 lets running tasks finish for up to worker_shutdown_timeout, then kills the rest and hands
 each one back (release_ti_v1: the interruption costs no retry).
 
-Stop requests: the worker heartbeats with heartbeat_v2, naming the tries it runs; the database
+Stop requests: the worker heartbeats with heartbeat_v3, naming the tries it runs; the database
 answers with those an operator ended (`engine tasks clear/kill/mark`, `engine runs
-cancel/mark`), and the worker stops them (SIGTERM, SIGKILL after KILL_GRACE) within one
-heartbeat interval.
+cancel/mark`) or preempt_v1 preempted (state `preempting`, docs/priority.md), and the worker
+stops them (SIGTERM, SIGKILL after KILL_GRACE) within one heartbeat interval; a preempted try
+goes back to `scheduled` at the first heartbeat that no longer lists it.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -42,11 +44,13 @@ from urllib.parse import quote, quote_plus
 import sqlalchemy as sa
 
 from engine import db, supervisor, wakeup, zygote
+from engine.dag import OUTPUT_KEY
 from engine.db import DB_DOWN
 from engine.errors import EngineError
 from engine.jobs import Job, beat_interval
+from engine.paths import dag_file
 from engine.runner import DEFER_EXIT_CODE
-from engine.taskvalues import DEFER_REFUSED, check_defer, error_text, one_line
+from engine.taskvalues import DEFER_REFUSED, check_defer, check_result_text, error_text, one_line
 
 log = logging.getLogger("engine.worker")
 KILL_GRACE = 5.0            # seconds between SIGTERM and SIGKILL
@@ -67,6 +71,7 @@ class Outcome:
     release: bool = False            # hand the TI back (release_ti_v1) instead of finishing the try
     defer: dict | None = None        # the try raised Defer: report it (defer_ti_v1)
     refusals: int = 0                # how often the database refused a report of this try
+    result: str | None = None        # the try's result (JSON text), reported with its success
 
 
 @dataclass
@@ -126,7 +131,8 @@ def child_env(row: dict, task_env: dict | None = None, base: dict | None = None)
 
 
 def dag_folder(row: dict) -> str | None:
-    return str(Path(row["fileloc"]).parent) if row.get("fileloc") else None
+    """The folder of the TI's DAG file on this host (row["dags_folder"]: the worker's setting)."""
+    return str(dag_file(row["fileloc"], row.get("dags_folder")).parent) if row.get("fileloc") else None
 
 
 def build_command(row: dict, defer_file: str | None = None, base: dict | None = None) -> tuple[dict, str]:
@@ -140,7 +146,10 @@ def build_command(row: dict, defer_file: str | None = None, base: dict | None = 
         return {"argv": ["bash", "-c", command], "env": child_env(row, env, base)}, f"bash -c {shlex.quote(command)}"
     if row["kind"] == "python":
         kwargs = {**(row.get("op_kwargs") or {}), **args}
-        spec = {"callable": row["python_callable"], "kwargs": kwargs, "dag_folder": dag_folder(row)}
+        where = f"task {row['dag_id']}.{row['task_id']}" + (f"[{row['map_index']}]" if row["map_index"] >= 0 else "")
+        spec = {"callable": row["python_callable"], "kwargs": kwargs, "dag_folder": dag_folder(row), "where": where}
+        if row.get("max_result_bytes"):
+            spec["max_result_bytes"] = row["max_result_bytes"]
         if defer_file:
             spec["defer_file"] = defer_file
         what = f"python {row['python_callable']} kwargs={json.dumps(kwargs)[:500]}"
@@ -159,36 +168,49 @@ def start_child(row: dict, defer_file: str | None = None, base: dict | None = No
     by the worker's zygote `zyg` when given and able to (engine.zygote), else `python -P
     engine/supervisor.py`. The returned Popen's (or ZygoteChild's) `lifeline` is the write end
     of the pipe the supervisor watches: closing it, or the worker's death, kills the try's
-    processes."""
+    processes. A ZygoteChild may still be pending (the zygote forks it while the worker goes
+    on); if the zygote cannot start it, it is started the old way then (`fresh` below)."""
     task, what = build_command(row, defer_file, base)
+    env = task_base_env() if base is None else base
+
+    def fresh(lifeline: int, out=None, reason: str | None = None) -> subprocess.Popen:
+        """The supervisor in a fresh interpreter (spec on stdin, output appended to the log)."""
+        if reason is not None:  # the zygote could not start it after all (Zygote.spawn's fallback)
+            log.warning("ti %s: the zygote could not start the try (%s); starting a fresh interpreter instead",
+                        row["ti_id"], reason)
+        with open(log_path, "ab") if out is None else contextlib.nullcontext(out) as log_file, \
+                tempfile.TemporaryFile() as stdin:
+            stdin.write(json.dumps({"task": task, "lifeline": lifeline}).encode())
+            stdin.seek(0)
+            return subprocess.Popen([sys.executable, "-P", str(SUPERVISOR)], cwd=cwd, env=env, stdin=stdin,
+                                    stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=(lifeline,))
+
     log_path = Path(row["log_path"])
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if not log_path.parent.is_dir():
+        log_path.parent.mkdir(parents=True, exist_ok=True)
     where = f"{row['dag_id']}.{row['task_id']}" + (f"[{row['map_index']}]" if row["map_index"] >= 0 else "")
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     read_end, write_end = os.pipe()
     try:
-        spec = json.dumps({"task": task, "lifeline": read_end}).encode()
-        with open(log_path, "ab") as out, tempfile.TemporaryFile() as stdin:
+        with open(log_path, "ab") as out:
             verb = "resuming try" if row.get("next_method") else "try"
             out.write(f"[{stamp}] engine worker: {verb} {row['try_number']} of {where} "
                       f"(run {row['run_id']}): {what}\n".encode())
             out.flush()
-            stdin.write(spec)
-            stdin.seek(0)
             cwd = dag_folder(row)
             proc = None
             if zyg is not None and not zyg.dead:
                 if cwd is not None and not os.path.isdir(cwd):  # what Popen would raise
                     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
                 try:
-                    proc = zyg.spawn(cwd, stdin.fileno(), out.fileno(), read_end)
+                    proc = zyg.spawn(cwd, json.dumps({"task": task}).encode(), out.fileno(), read_end,
+                                     fallback=lambda lifeline, reason: fresh(lifeline, reason=reason))
                 except zygote.ZygoteError as exc:
                     log.warning("ti %s: the zygote could not start the try (%s); starting a fresh "
                                 "interpreter instead", row["ti_id"], exc)
             if proc is None:
-                    proc = subprocess.Popen([sys.executable, "-P", str(SUPERVISOR)], cwd=cwd,
-                                        env=task_base_env() if base is None else base, stdin=stdin, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(read_end,))
+                proc = fresh(read_end, out)
     except BaseException:
         os.close(write_end)
         raise
@@ -198,30 +220,68 @@ def start_child(row: dict, defer_file: str | None = None, base: dict | None = No
     return proc
 
 
-def read_defer(path: str | None) -> tuple[dict | None, str | None]:
-    """What the runner left in path (and remove the file): (the checked Defer, None), or
-    (None, why there is no valid Defer), or (None, None) when the file is empty or missing."""
+def read_report(path: str | None, max_result_bytes: int = 65536) -> tuple[dict | None, str | None, str | None]:
+    """What the runner left in path (and remove the file): (the checked Defer, None, None), or
+    (None, why there is no valid Defer or result, None), or (None, None, the checked result as
+    JSON text), or (None, None, None) when the file is empty or missing."""
     if not path:
-        return None, None
+        return None, None, None
     try:
         with open(path) as f:
             text = f.read()
     except OSError:
-        return None, None
+        return None, None, None
     finally:
         try:
             os.unlink(path)
         except OSError:
             pass
     if not text.strip():
-        return None, None
+        return None, None, None
     try:
         report = json.loads(text, parse_constant=lambda name: float("nan"))
         if isinstance(report, dict) and isinstance(report.get("error"), str) and "classpath" not in report:
-            return None, one_line(report["error"])
-        return check_defer(report), None
+            return None, one_line(report["error"]), None
+        if isinstance(report, dict) and set(report) == {"result"}:
+            try:
+                return None, None, check_result_text(report["result"], max_result_bytes)
+            except Exception as exc:  # noqa: BLE001 - the task's value fails the try only
+                return None, one_line(f"the result was refused: {error_text(exc)}"), None
+        return check_defer(report), None, None
     except Exception as exc:  # noqa: BLE001 - the task's values (a RecursionError too) fail the try only
-        return None, one_line(DEFER_REFUSED + error_text(exc))
+        return None, one_line(DEFER_REFUSED + error_text(exc)), None
+
+
+def result_limit(cfg) -> int:
+    """The setting max_result_bytes (its default for a configuration that predates it)."""
+    return int(getattr(cfg, "max_result_bytes", 65536))
+
+
+def needs_inputs(row: dict) -> bool:
+    """Whether a claimed PythonTask may take upstream results: an op_kwargs or mapped value that
+    is an output reference, or a mapped argument the claim could not fill (mapped over a
+    result). A literal None costs one needless task_inputs call, nothing else."""
+    if row.get("kind") != "python":
+        return False
+    values = [*(row.get("op_kwargs") or {}).values(), *(row.get("map_args") or {}).values()]
+    # (MySQL's claim reads element 0 of a reference as the reference itself: a one-item array)
+    return any(v is None or (isinstance(v, dict) and OUTPUT_KEY in v) for v in values)
+
+
+def resolve_inputs(conn, row: dict) -> dict:
+    """row with its upstream results filled in (task_inputs_v1): op_kwargs references replaced
+    by the upstream's output, a mapped argument by its element. EngineError with one line when
+    an input has no value."""
+    op_kwargs, map_args = dict(row.get("op_kwargs") or {}), dict(row.get("map_args") or {})
+    for r in db.run(conn, "task_inputs", ti_id=row["ti_id"]):
+        if not r.found:
+            what = f"item {row['map_index']} of the result" if r.mapped else "the result"
+            raise EngineError(f"input {r.name!r} of task {row['dag_id']}.{row['task_id']} needs {what} of upstream "
+                              f"task {r.upstream!r} in run {row['run_id']}, and there is none (it did not succeed, "
+                              f"returned None{', or returned a shorter list' if r.mapped else ''}); make "
+                              f"{r.upstream} return a value, or drop the reference")
+        (map_args if r.mapped else op_kwargs)[r.name] = r.value
+    return {**row, "op_kwargs": op_kwargs, "map_args": map_args or None}
 
 
 def note_in_log(row: dict, text: str) -> None:
@@ -307,6 +367,10 @@ class Worker:
                           trigger_kwargs=json.dumps(d.get("trigger_kwargs") or {}), method=d["method"],
                           next_kwargs=json.dumps(d.get("kwargs") or {}), timeout=d.get("timeout"),
                           now=now).scalar_one()
+        if o.result is not None:
+            return db.run(conn, "finish_ti_result", ti_id=o.ti_id, try_number=o.try_number, exit_code=o.exit_code,
+                          timed_out=o.timed_out, reason=o.reason, now=now, result=o.result,
+                          max_bytes=result_limit(self.cfg)).scalar_one()
         return db.run(conn, "finish_ti", ti_id=o.ti_id, try_number=o.try_number, exit_code=o.exit_code,
                       timed_out=o.timed_out, reason=o.reason, now=now).scalar_one()
 
@@ -374,7 +438,7 @@ class Worker:
 
     # ---- stop requests (engine tasks clear/kill/mark, engine runs cancel/mark) -------------------
     def _beat(self, now=None) -> bool:
-        """heartbeat_v2 when the heartbeat interval has passed: stamps the job and its running
+        """heartbeat_v3 when the heartbeat interval has passed: stamps the job and its running
         TIs, and returns the tries of `running` the database no longer has running for us.
         False when the job was declared dead."""
         job = self.job
@@ -408,6 +472,19 @@ class Worker:
         defer_file = None
         try:
             if row["kind"] == "python":
+                row["max_result_bytes"] = result_limit(self.cfg)
+            if needs_inputs(row):
+                with db.connect(self.eng) as conn:
+                    row = resolve_inputs(conn, row)
+        except (EngineError, sa.exc.SQLAlchemyError) as exc:
+            why = db.error_message(exc) if hasattr(exc, "orig") else str(exc)
+            reason = one_line(f"could not read the task's inputs: {why}")
+            log.error("ti %s (%s.%s): %s", row["ti_id"], row["dag_id"], row["task_id"], reason)
+            note_in_log(row, reason)
+            self.unreported.append(Outcome(row["ti_id"], row["try_number"], 1, False, reason))
+            return
+        try:
+            if row["kind"] == "python":
                 fd, defer_file = tempfile.mkstemp(prefix="engine-defer-", suffix=".json")
                 os.close(fd)  # stays empty unless the task defers
             proc = start_child(row, defer_file, self.task_env, self._zygote())
@@ -415,7 +492,7 @@ class Worker:
             reason = one_line(f"could not start the task: {type(exc).__name__}: {exc}")
             log.error("ti %s (%s.%s): %s", row["ti_id"], row["dag_id"], row["task_id"], reason)
             note_in_log(row, reason)
-            read_defer(defer_file)  # removes it
+            read_report(defer_file)  # removes it
             self.unreported.append(Outcome(row["ti_id"], row["try_number"], START_FAILED_EXIT_CODE, False, reason))
             return
         deadline = time.monotonic() + timeout if timeout else None
@@ -473,16 +550,17 @@ class Worker:
             orphans = orphans or code < 0  # the supervisor itself may have been killed
             if child.reason and code in (0, 99, DEFER_EXIT_CODE):
                 code = -signal.SIGTERM  # killed by the worker: a failed try, whatever the task did on SIGTERM
-            defer, refused = read_defer(child.defer_file)  # (and remove the file)
+            defer, refused, result = read_report(child.defer_file, result_limit(self.cfg))  # (and remove it)
             deferred = code == DEFER_EXIT_CODE and not child.timed_out
             reason = child.reason
             if deferred and defer is None:  # a failed try
                 reason = refused or "the task deferred but left no valid Defer for the worker"
                 code = 1
-            elif refused and code == 1 and reason is None:
-                reason = refused  # the runner refused the task's Defer
+            elif refused and code in (0, 1) and reason is None:
+                reason, code = refused, 1  # the runner refused the task's Defer, or the worker its result
             self.unreported.append(Outcome(child.row["ti_id"], child.row["try_number"], code, child.timed_out,
-                                           reason, child.release, defer if deferred else None))
+                                           reason, child.release, defer if deferred else None,
+                                           result=result if code == 0 and not child.timed_out else None))
             finished += 1
         if orphans and self._subreaper:
             self._kill_orphans()
@@ -551,9 +629,13 @@ class Worker:
 
     def _claim(self, limit: int, now=None) -> list[dict]:
         with db.connect(self.eng) as conn:
-            return [dict(r._mapping) for r in db.run(
-                conn, "claim_tis", job_id=self.job.id, hostname=self.job.hostname, queues=self.queues,
-                limit=limit, log_dir=str(self.cfg.log_path), now=now)]
+            return self._claimed(db.run(conn, "claim_tis", job_id=self.job.id, hostname=self.job.hostname,
+                                        queues=self.queues, limit=limit, log_dir=str(self.cfg.log_path), now=now))
+
+    def _claimed(self, result) -> list[dict]:
+        """The rows of a claim as the launcher wants them: with this host's DAGs folder, against
+        which the TI's relative fileloc is resolved."""
+        return [dict(r._mapping, dags_folder=str(self.cfg.dags_path)) for r in result]
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop claiming, let running tries finish for up to `timeout` s (worker_shutdown_timeout),

@@ -8,7 +8,9 @@ never imports SQLAlchemy nor opens a connection, so a forked try inherits nothin
 worker's. It imports the supervisor, the PythonTask runner and the engine package once, then
 serves requests on a SOCK_SEQPACKET socket pair:
 
-    worker -> zygote   {"id": n, "cwd": dir}  + fds [spec file, log file, lifeline read end]
+    worker -> zygote   {"id": n, "cwd": dir, "spec": {...}}  + fds [log file, lifeline read end]
+                       (a spec too large for one message: {"id": n, "cwd": dir} + fds [spec file,
+                       log file, lifeline read end])
     zygote -> worker   {"id": n, "pid": p}    + fd  [pidfd of p]     (or {"id": n, "error": ...})
     zygote -> worker   {"exit": p, "status": s}   (s as Popen.returncode: -N for signal N)
 
@@ -52,15 +54,62 @@ class ZygoteError(Exception):
 
 
 class ZygoteChild:
-    """A try's supervisor forked by the zygote, seen as the worker sees a subprocess.Popen."""
+    """A try's supervisor forked by the zygote, seen as the worker sees a subprocess.Popen.
 
-    def __init__(self, zygote: "Zygote", pid: int, pidfd: int):
+    Started with a `fallback` (Zygote.spawn), it is *pending* until the zygote's answer is read:
+    `pid` is None meanwhile, poll() says it runs, send_signal() and wait() wait for the answer
+    first. When the zygote refuses the request, dies or does not answer in time, the try is
+    started the old way by fallback(lifeline read end, reason), and this object stands for the
+    Popen it returns."""
+
+    def __init__(self, zygote: "Zygote", pid: int | None, pidfd: int | None, rid: int | None = None,
+                 fallback=None, lifeline: int | None = None, timeout: float = 10.0):
         self.zygote, self.pid, self.pidfd = zygote, pid, pidfd
         self.returncode: int | None = None
         self.lifeline = None         # set by the worker, as for a Popen
+        self.popen = None            # the fallback's Popen, when the zygote could not start the try
+        self._rid, self._fallback, self._read_end = rid, fallback, lifeline
+        self._deadline = time.monotonic() + timeout
+
+    @property
+    def pending(self) -> bool:
+        return self.pid is None
+
+    def _settle(self, block: float = 0.0) -> bool:
+        """Read the zygote's answer if it came (waiting up to `block` s); False while pending."""
+        if self.pid is not None:
+            return True
+        z = self.zygote
+        z.pump(block=block if not z.dead and self._rid not in z._replies else 0.0)
+        reply = z._replies.pop(self._rid, None)
+        if reply is None and not z.dead and time.monotonic() < self._deadline:
+            return False
+        msg, fds = reply if reply is not None else (
+            {"error": "the zygote is gone" if z.dead else "the zygote did not answer"}, [])
+        if reply is None and not z.dead:
+            z._died()                # a zygote that does not answer is of no use: stop it
+        read_end, self._read_end = self._read_end, None
+        try:
+            if "error" in msg:
+                for fd in fds:
+                    os.close(fd)
+                try:
+                    self.popen = self._fallback(read_end, msg["error"])
+                    self.pid = self.popen.pid
+                except Exception:  # noqa: BLE001 - the fallback logged why; the try failed to start
+                    self.pid, self.returncode = 0, 127
+            else:
+                self.pid, self.pidfd = msg["pid"], fds[0]
+                z.children[self.pid] = self
+        finally:
+            os.close(read_end)
+        return True
 
     def poll(self) -> int | None:
-        if self.returncode is None:
+        if self.returncode is None and self._settle():
+            if self.popen is not None:
+                self.returncode = self.popen.poll()
+                return self.returncode
             self.zygote.pump()
             status = self.zygote.statuses.pop(self.pid, None)
             if status is not None:
@@ -79,6 +128,15 @@ class ZygoteChild:
             pass
 
     def send_signal(self, sig: int) -> None:
+        while not self._settle(block=0.5):
+            pass
+        if self.popen is not None:
+            if self.returncode is None and self.popen.poll() is None:
+                try:
+                    self.popen.send_signal(sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            return
         if self.returncode is None:
             try:
                 signal.pidfd_send_signal(self.pidfd, sig)
@@ -90,7 +148,12 @@ class ZygoteChild:
         while self.poll() is None:
             if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"supervisor {self.pid} still running")
-            select.select([self.pidfd], [], [], 0.05)
+            if self.pidfd is not None:
+                select.select([self.pidfd], [], [], 0.05)
+            elif self.pending:
+                self._settle(block=0.05)
+            else:
+                time.sleep(0.01)     # the fallback's Popen
         return self.returncode
 
 
@@ -184,19 +247,38 @@ class Zygote:
             else:
                 self._replies[msg["id"]] = (msg, fds)
 
-    def spawn(self, cwd: str | None, spec_fd: int, log_fd: int, lifeline: int, timeout: float = 10.0) -> ZygoteChild:
-        """Fork a supervisor for one try; raises ZygoteError when the zygote cannot."""
+    def spawn(self, cwd: str | None, spec: bytes, log_fd: int, lifeline: int, timeout: float = 10.0,
+              fallback=None) -> ZygoteChild:
+        """Fork a supervisor for one try; raises ZygoteError when the zygote cannot.
+
+        With `fallback` (a function of (a read end of the lifeline, reason) that starts the try
+        the old way and returns its Popen), it does not wait for the zygote's answer: the worker
+        sends the requests of all the tries it claimed at once, and the zygote forks them while
+        the worker goes on (one wait instead of one round trip per try). The ZygoteChild keeps a
+        copy of the lifeline's read end until the answer is read, for the fallback."""
         if self.dead:
             raise ZygoteError("the zygote is not running")
         self._next += 1
         rid = self._next
+        request = json.dumps({"id": rid, "cwd": cwd, "spec": json.loads(spec)}).encode()
         try:
-            socket.send_fds(self.sock, [json.dumps({"id": rid, "cwd": cwd}).encode()], [spec_fd, log_fd, lifeline])
+            if len(request) <= MAX_MESSAGE - 1024:
+                socket.send_fds(self.sock, [request], [log_fd, lifeline])
+            else:
+                import tempfile
+
+                with tempfile.TemporaryFile() as spec_file:
+                    spec_file.write(spec)
+                    socket.send_fds(self.sock, [json.dumps({"id": rid, "cwd": cwd}).encode()],
+                                    [spec_file.fileno(), log_fd, lifeline])
         except (BlockingIOError, InterruptedError):
             raise ZygoteError("the zygote's socket is full") from None
         except OSError as exc:
             self._died()
             raise ZygoteError(f"the zygote is gone ({exc})") from None
+        if fallback is not None:
+            return ZygoteChild(self, None, None, rid=rid, fallback=fallback, lifeline=os.dup(lifeline),
+                               timeout=timeout)
         end = time.monotonic() + timeout
         while rid not in self._replies:
             left = end - time.monotonic()
@@ -221,7 +303,7 @@ class Zygote:
 
 # ---- the zygote process -----------------------------------------------------------------------
 
-def _child(sock: socket.socket, wake: tuple, cwd: str | None, spec_fd: int, log_fd: int, lifeline: int):
+def _child(sock: socket.socket, wake: tuple, cwd: str | None, spec: dict | None, *fds: int):
     """In the forked child: become the try's supervisor (what `python -P supervisor.py` is)."""
     from engine import supervisor
 
@@ -234,9 +316,13 @@ def _child(sock: socket.socket, wake: tuple, cwd: str | None, spec_fd: int, log_
         for fd in wake:
             os.close(fd)
         os.setsid()
-        with os.fdopen(spec_fd, "rb") as f:
-            f.seek(0)
-            spec = json.loads(f.read())
+        if spec is None:
+            spec_fd, log_fd, lifeline = fds
+            with os.fdopen(spec_fd, "rb") as f:
+                f.seek(0)
+                spec = json.loads(f.read())
+        else:
+            log_fd, lifeline = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -301,13 +387,14 @@ def serve(fd: int) -> None:
         try:
             req = json.loads(data)
             rid = req["id"]
-            if len(fds) != 3:
-                raise ValueError(f"expected 3 descriptors, got {len(fds)}")
+            want = 2 if "spec" in req else 3
+            if len(fds) != want:
+                raise ValueError(f"expected {want} descriptors, got {len(fds)}")
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _child(sock, (wake_r, wake_w), req.get("cwd"), *fds)
+                _child(sock, (wake_r, wake_w), req.get("cwd"), req.get("spec"), *fds)
             pidfd = os.pidfd_open(pid)
             try:
                 socket.send_fds(sock, [json.dumps({"id": rid, "pid": pid}).encode()], [pidfd])

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from engine import db, migrate  # noqa: E402
+from engine.scheduler import queue_knobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_latency import fresh_database, load  # noqa: E402
@@ -45,7 +46,8 @@ DEFAULT_URLS = {"postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/benc
 def setup(eng, tasks: int) -> None:
     """One DAG of `tasks` independent BashTasks, stored with the engine's own named statements."""
     with db.connect(eng) as c:
-        db.run(c, "pools_set", name="default_pool", slots=-1, include_deferred=False, description="")
+        db.run(c, "pools_set", name="default_pool", slots=-1, include_deferred=False, description="",
+               preempt_margin=None)
     with eng.begin() as c:
         c.execute(sa.text("UPDATE executor SET parallelism = 100000"))
         c.execute(sa.text(
@@ -101,7 +103,8 @@ def main() -> None:
         while not done.is_set():
             step("create_dag_runs", lambda c: db.run(c, "create_dag_runs", now=None).all())
             step("schedule_tis", lambda c: db.run(c, "schedule_tis", now=None, batch=1000).all())
-            q = step("queue_tis", lambda c: db.run(c, "queue_tis", max_tis=2048, job_id=None, now=None).all())
+            q = step("queue_tis", lambda c: db.run(c, "queue_tis", max_tis=2048, job_id=None, now=None,
+                                                                  **queue_knobs()).all())
             if not q:
                 time.sleep(0.002)
 

@@ -43,6 +43,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import db, migrate  # noqa: E402
+from engine.scheduler import queue_knobs
 
 RUNS, DAGS, POOLS, TASKS = 1000, 50, 20, 20
 
@@ -147,7 +148,7 @@ def call(eng, max_tis: int) -> tuple[list[int], float]:
     t0 = time.perf_counter()
     with eng.begin() as c:
         if VERSION is None:
-            rows = db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None)
+            rows = db.run(c, "queue_tis", max_tis=max_tis, job_id=None, now=None, **queue_knobs())
         else:
             rows = c.execute(sa.text(VERSION_CALL[db.dialect_dir(eng)].format(v=VERSION)),
                              {"max_tis": max_tis, "job_id": None, "now": None}).all()

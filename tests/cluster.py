@@ -36,7 +36,7 @@ FAST = {
 CHAOS_POOL, CHAOS_POOL_SLOTS = "chaos", 4
 
 
-def chaos_dag_source(runs: int, tasks: int, out_file: Path, dag_id: str = "chaos") -> str:
+def chaos_dag_source(runs: int, tasks: int, out_file: Path, dag_id: str = "chaos", executor: str = "default") -> str:
     """A yearly DAG with catchup: exactly `runs` runs are due (the last `runs` whole years).
     Tasks: first >> middle ones >> last, sleeping 0.1-0.3 s, each appending "run task try" to
     out_file when it starts. Limits in play: the pool (some tasks take 2 slots),
@@ -51,7 +51,7 @@ def chaos_dag_source(runs: int, tasks: int, out_file: Path, dag_id: str = "chaos
             ts = [BashTask(f"t{{i}}", bash_command=CMD % (0.1 + 0.1 * (i % 3)), pool="{CHAOS_POOL}",
                            pool_slots=2 if i % 4 == 1 else 1, retries=3, retry_delay=0,
                            max_active_tis_per_dag=2 if i == 2 else None,
-                           max_active_tis_per_dagrun=1 if i == 3 else None)
+                           max_active_tis_per_dagrun=1 if i == 3 else None, executor="{executor}")
                   for i in range({tasks})]
             if len(ts) > 2:
                 ts[0] >> ts[1:-1] >> ts[-1]
@@ -85,7 +85,7 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
     kills: list[str] = field(default_factory=list)
 
-    def start(self, kind: str, extra_env: dict | None = None, args: tuple = ()) -> Proc:
+    def start(self, kind: str, extra_env: dict | None = None, args: tuple = (), new_session: bool = False) -> Proc:
         name = f"{kind}{sum(p.kind == kind for p in self.procs) + 1}"
         logs = self.workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ class Cluster:
         log = logs / f"{name}.log"
         with open(log, "wb") as out:
             popen = subprocess.Popen([sys.executable, "-m", "cli.main", "-v", kind, *args], cwd=self.workdir,
-                                     env=env, stdout=out, stderr=subprocess.STDOUT)
+                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=new_session)
         proc = Proc(name, kind, popen, log, extra_env or {})
         self.procs.append(proc)
         return proc

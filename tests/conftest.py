@@ -11,8 +11,9 @@ template database; pytest-postgresql's janitor clones it for each test (`pg` fix
 
 MySQL/MariaDB: the server of ENGINE_TEST_MYSQL_URL (default mysql+pymysql://root@127.0.0.1:3306).
 MySQL has no template databases, and a clone would have to reinstall every view and routine
-(their recorded checksums name the database), which is what a migration costs anyway: each test
-gets a new database, migrated from scratch (about 0.2 s), dropped afterwards. When the server
+(their recorded checksums name the database), which is what a migration costs anyway: so a
+database is migrated once and reused by the next test after a reset to its seeded rows, unless
+the test changed its schema (MySQLServer says how). When the server
 does not answer, the mysql half is skipped with the reason, or fails when CI is set (CI=true).
 """
 from __future__ import annotations
@@ -36,8 +37,15 @@ from engine.config import load_config
 # The suite's DAGs run as soon as they are synced (the default, dags_are_paused_at_creation, pauses
 # new DAGs as Airflow does): set for this process and the `engine` subprocesses tests start.
 os.environ.setdefault("ENGINE_DAGS_ARE_PAUSED_AT_CREATION", "false")
+# DAG files live in each test's tmp_path: `engine dags sync PATH` accepts a PATH under the DAGs
+# folder only, so the suite's folder is the root (tests of dags_folder itself set their own).
+os.environ.setdefault("ENGINE_DAGS_FOLDER", "/")
 
-TEMPLATE = "engine_test_tmpl"  # NoopExecutor("engine_test").template_dbname
+# pytest-xdist runs the suite in workers (gw0, gw1, ...): each starts its own embedded server, and
+# on a shared server (ENGINE_TEST_DATABASE_URL) each uses databases of its own names.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+BASE_DB = f"engine_test_{_WORKER}" if _WORKER else "engine_test"
+TEMPLATE = f"{BASE_DB}_tmpl"  # NoopExecutor(BASE_DB).template_dbname
 
 
 def _embedded_server():
@@ -67,7 +75,7 @@ def pg_server():
     template_engine = db.make_engine(_url(conn, TEMPLATE))
     migrate.upgrade(template_engine)
     template_engine.dispose()
-    proc = NoopExecutor(dbname="engine_test", options="", **conn)
+    proc = NoopExecutor(dbname=BASE_DB, options="", **conn)
     assert proc.template_dbname == TEMPLATE
     yield proc
     janitor.drop()
@@ -84,7 +92,7 @@ def _url(conn: dict, dbname: str) -> str:
                                 query=query).render_as_string(hide_password=False)
 
 
-pg = factories.postgresql("pg_server", dbname="engine_test")
+pg = factories.postgresql("pg_server", dbname=BASE_DB)
 
 DIALECTS = ["postgresql", "mysql"]
 MYSQL_URL = "mysql+pymysql://root@127.0.0.1:3306"
@@ -95,32 +103,118 @@ def _in_ci() -> bool:
 
 
 class MySQLServer:
-    """Creates and drops one migrated database per test on a MySQL/MariaDB server."""
+    """Hands each test a migrated database of its own on a MySQL/MariaDB server.
+
+    Migrating a database from scratch installs every routine and view of every revision (one
+    DROP/CREATE each): seconds per test on a loaded machine. So a database a test is done with
+    is reset and reused when the test left its schema as it found it: the *fingerprint* (every
+    table, column, index, view and routine, with the text of each) is compared with the one
+    taken after migrating; when equal, every table is emptied, its AUTO_INCREMENT set back to 1
+    and the rows the migrations seeded (pool `default_pool`, executor `default`, lock rows,
+    alembic_version, procedure_version, ...) are put back. A test that changed the schema
+    (a downgrade, a dropped or tuned routine), or that left a connection to it open, gets its
+database dropped, as before."""
+
+    FINGERPRINT = [
+        "SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = %s",
+        "SELECT table_name, column_name, column_type, is_nullable, column_default, extra "
+        "FROM information_schema.columns WHERE table_schema = %s",
+        "SELECT table_name, index_name, column_name, seq_in_index, non_unique "
+        "FROM information_schema.statistics WHERE table_schema = %s",
+        "SELECT table_name, view_definition FROM information_schema.views WHERE table_schema = %s",
+        "SELECT routine_name, routine_type, routine_definition, created "
+        "FROM information_schema.routines WHERE routine_schema = %s",
+        "SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = %s",
+        "SELECT constraint_name, table_name, constraint_type FROM information_schema.table_constraints "
+        "WHERE constraint_schema = %s",
+    ]
 
     def __init__(self, url: str):
         self.url = sa.engine.make_url(url)._replace(database=None)
         self.admin = db.make_engine(self.url.render_as_string(hide_password=False))
         self.prefix = f"engine_test_{os.getpid()}_"
         self.counter = itertools.count()
+        self.free: list[str] = []  # reset databases, ready for the next test
+        self.baseline: dict[str, tuple] = {}  # name -> (fingerprint, {table: (columns, rows)})
 
     def _sql(self, text: str) -> None:
         with self.admin.begin() as c:
             c.exec_driver_sql(text)
 
+    def _fingerprint(self, c, name: str) -> tuple:
+        return tuple(tuple(sorted(tuple(map(str, r)) for r in c.exec_driver_sql(q, (name,)).all()))
+                     for q in self.FINGERPRINT)
+
+    def _tables(self, c, name: str) -> list[str]:
+        return c.exec_driver_sql("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                                 "AND table_type = 'BASE TABLE' ORDER BY table_name", (name,)).scalars().all()
+
+    def _url(self, name: str) -> str:
+        return self.url.set(database=name).render_as_string(hide_password=False)
+
     def create(self) -> str:
+        if self.free:
+            return self._url(self.free.pop())
         name = f"{self.prefix}{next(self.counter)}"
         self._sql(f"DROP DATABASE IF EXISTS `{name}`")
         self._sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        url = self.url.set(database=name).render_as_string(hide_password=False)
+        url = self._url(name)
         e = db.make_engine(url)
         try:
             migrate.upgrade(e)
         finally:
             e.dispose()
+        with self.admin.connect() as c:
+            seeds = {}
+            for table in self._tables(c, name):
+                result = c.exec_driver_sql(f"SELECT * FROM `{name}`.`{table}`")
+                rows = result.all()
+                if rows:
+                    seeds[table] = (list(result.keys()), [tuple(r) for r in rows])
+            self.baseline[name] = (self._fingerprint(c, name), seeds)
         return url
 
     def drop(self, url: str) -> None:
-        self._sql(f"DROP DATABASE IF EXISTS `{sa.engine.make_url(url).database}`")
+        name = sa.engine.make_url(url).database
+        try:
+            if self._reset(name):
+                self.free.append(name)
+                return
+        except sa.exc.DBAPIError:
+            pass  # whatever went wrong, a fresh database is the safe answer
+        self.baseline.pop(name, None)
+        self._sql(f"DROP DATABASE IF EXISTS `{name}`")
+
+    def _reset(self, name: str) -> bool:
+        """Empty `name` back to its seeded state if its schema is as migrated; False if not."""
+        fingerprint, seeds = self.baseline.get(name, (None, None))
+        with self.admin.connect() as c:
+            if fingerprint is None or self._fingerprint(c, name) != fingerprint:
+                return False
+            others = c.exec_driver_sql("SELECT COUNT(*) FROM information_schema.processlist "
+                                       "WHERE db = %s AND id <> CONNECTION_ID()", (name,)).scalar()
+            if others:  # a process the test started still works in it: never hand that on
+                return False
+            c.exec_driver_sql("SET SESSION foreign_key_checks = 0")
+            try:
+                tables = self._tables(c, name)
+                filled = c.exec_driver_sql(" UNION ALL ".join(
+                    f"(SELECT '{t}' FROM `{name}`.`{t}` LIMIT 1)" for t in tables)).scalars().all()
+                counted = c.exec_driver_sql(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                    "AND auto_increment > 1", (name,)).scalars().all()
+                for table in filled:
+                    c.exec_driver_sql(f"DELETE FROM `{name}`.`{table}`")
+                for table in counted:
+                    c.exec_driver_sql(f"ALTER TABLE `{name}`.`{table}` AUTO_INCREMENT = 1")
+                for table, (columns, rows) in seeds.items():
+                    cols = ", ".join(f"`{col}`" for col in columns)
+                    marks = ", ".join(["%s"] * len(columns))
+                    c.exec_driver_sql(f"INSERT INTO `{name}`.`{table}` ({cols}) VALUES ({marks})", rows)
+                c.commit()
+            finally:
+                c.exec_driver_sql("SET SESSION foreign_key_checks = 1")
+        return True
 
     def close(self) -> None:
         with self.admin.begin() as c:

@@ -5,9 +5,15 @@ several releases at once: queue_tis_v1, v2 and v3 share the lock row); completer
 finish what was queued (through the named queries claim_tis / finish_ti). After every step each
 process checks the invariant in SQL: no row of limit_usage has used > cap. Every queued TI id is
 recorded to check none is queued twice.
+
+With preempt=True (preemptible pools and tasks) schedulers also call preempt_v1 after each
+queue_tis, and completers act as workers: each registers a job, heartbeats its running tries
+(heartbeat_v3) and drops the ones the answer says to stop (a preempted try); every claimed
+(ti_id, try_number) is recorded to check no try is claimed twice.
 """
 from __future__ import annotations
 
+import json
 import random
 import time
 from datetime import datetime, timedelta, timezone
@@ -19,10 +25,16 @@ from tests.world import call_queue_tis, reset
 
 # `key` is a reserved word in MySQL: select every column rather than name it.
 VIOLATIONS = sa.text("SELECT * FROM limit_usage WHERE used > cap")
+
+
+def transient(exc: BaseException) -> bool:
+    """A scheduler lock held by another caller, or a deadlock the server broke (preempt_v1 and a
+    worker's heartbeat lock TI rows; the engine's scheduler step and worker retry next time)."""
+    return db.is_lock_busy(exc) or db.error_code(exc) in ("40P01", 1213)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def setup_world(eng, n_tis: int = 400, dotted: bool = False) -> None:
+def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = False) -> None:
     """Pools, DAGs, tasks and ten running runs with n_tis scheduled TIs; every limit in play.
     Written with dialect-neutral statements (rows built here), so it runs on both dialects.
     dotted: DAG 'x.y' task 'z' (at most 3 at once) and DAG 'x' task 'y.z' (at most 2), whose
@@ -36,8 +48,12 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False) -> None:
     for g in range(n_tis):
         run_id, dag_id, run_name, run_after = runs[g % 10]
         task_id, pool, _, _ = tasks[dag_id][(g // 10) % 2]
+        # preempt: every fourth TI arrives later (state none until a scheduler loop schedules it),
+        # at priority 10, behind running lower-priority tries.
+        late = preempt and g % 4 == 0
         tis.append({"run": run_id, "dag_id": dag_id, "run_id": run_name, "task_id": task_id, "map_index": g // 10,
-                    "pw": 1 + (g * 7) % 5, "pool": pool, "ps": 1 + g % 3, "run_after": run_after})
+                    "pw": 10 if late else 1 + (g * 7) % 5, "pool": pool, "ps": 1 + g % 3, "run_after": run_after,
+                    "state": "none" if late else "scheduled"})
     with eng.begin() as c:
         reset(c)
         c.execute(sa.text("INSERT INTO executor (name, parallelism) VALUES ('default', 12)"))
@@ -51,17 +67,21 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False) -> None:
         c.execute(sa.text("INSERT INTO dag_run (id, dag_id, run_id, run_type, state, run_after, created_at) "
                           "VALUES (:id, :d, :r, 'manual', 'running', :a, :a)"),
                   [{"id": i, "d": d, "r": r, "a": a} for i, d, r, a in runs])
+        if preempt:  # every pool but default_pool preemptible, margin 1; every task preemptible
+            c.execute(sa.text("UPDATE pool SET preempt_margin = 1 WHERE name <> 'default_pool'"))
+            c.execute(sa.text("UPDATE task SET preemptible = :t"), {"t": True})
         c.execute(sa.text("INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, "
                           "priority_weight, pool, pool_slots, queue, executor, run_after) "
-                          "VALUES (:run, :dag_id, :run_id, :task_id, :map_index, 'scheduled', :pw, :pool, :ps, "
+                          "VALUES (:run, :dag_id, :run_id, :task_id, :map_index, :state, :pw, :pool, :ps, "
                           "'default', 'default', :run_after)"), tis)
 
 
-def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None = None) -> None:
-    """Call queue_tis_v<version> (None: the named query) in a loop."""
+def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None = None,
+                   preempt: bool = False) -> None:
+    """Call queue_tis_v<version> (None: the named query) in a loop (and preempt_v1 after it)."""
     eng = db.make_engine(url)
     rng = random.Random(seed)
-    queued, busy, violations = [], 0, []
+    queued, busy, violations, preempted = [], 0, [], 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -72,21 +92,51 @@ def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None
             if not db.is_lock_busy(exc):
                 raise
             busy += 1
+        if preempt:
+            with eng.begin() as c:  # a high-priority TI arrives
+                late = c.execute(sa.text("SELECT min(id) FROM task_instance WHERE state = 'none'")).scalar()
+                c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = :i AND state = 'none'"),
+                          {"i": late})
+            try:
+                with db.connect(eng) as c:
+                    preempted += len(db.run(c, "preempt", now=None, cooldown=0, max_per_pass=rng.randint(1, 3),
+                                            min_runtime=0).all())
+            except sa.exc.DBAPIError as exc:
+                if not transient(exc):
+                    raise
+                busy += 1
         with eng.connect() as c:
             violations += [tuple(r) for r in c.execute(VIOLATIONS)]
     eng.dispose()
-    out.put({"queued": queued, "busy": busy, "violations": violations})
+    out.put({"queued": queued, "busy": busy, "violations": violations, "preempted": preempted})
 
 
-def completer_loop(url: str, seconds: float, seed: int, out) -> None:
+def completer_loop(url: str, seconds: float, seed: int, out, preempt: bool = False) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
-    running, finished, violations = [], 0, []
+    running, finished, violations, claimed = [], 0, [], []
+    job_id = None
+    if preempt:
+        with db.connect(eng) as c:
+            job_id = db.run(c, "register_job", kind="worker", hostname=f"c{seed}", pid=seed).scalar_one()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if preempt:  # as a worker: heartbeat, stop what the database says to stop
+            try:
+                with db.connect(eng) as c:
+                    rows = db.run(c, "worker_heartbeat", job_id=job_id, now=None,
+                                  running=json.dumps([[r.ti_id, r.try_number] for r in running])).all()
+            except sa.exc.DBAPIError as exc:
+                if not transient(exc):
+                    raise
+                rows = []  # as Worker._beat: the next heartbeat tells
+            stop = {(r.ti_id, r.try_number) for r in rows if r.ti_id is not None}
+            running = [r for r in running if (r.ti_id, r.try_number) not in stop]
         with db.connect(eng) as c:
-            running += db.run(c, "claim_tis", job_id=None, hostname=f"c{seed}", queues=["default"],
-                              limit=rng.randint(1, 4), log_dir="/tmp", now=None).all()
+            new = db.run(c, "claim_tis", job_id=job_id, hostname=f"c{seed}", queues=["default"],
+                         limit=rng.randint(1, 4), log_dir="/tmp", now=None).all()
+        running += new
+        claimed += [(r.ti_id, r.try_number) for r in new]
         rng.shuffle(running)
         for ti in running[: rng.randint(0, len(running))]:
             with db.connect(eng) as c:
@@ -98,29 +148,34 @@ def completer_loop(url: str, seconds: float, seed: int, out) -> None:
             violations += [tuple(r) for r in c.execute(VIOLATIONS)]
         time.sleep(rng.random() * 0.01)
     eng.dispose()
-    out.put({"finished": finished, "violations": violations})
+    out.put({"finished": finished, "violations": violations, "claimed": claimed})
 
 
-def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,)) -> dict:
+def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,),
+         preempt: bool = False) -> dict:
     """versions: the queue_tis version of each scheduler, in turn (None: the named query)."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out, versions[i % len(versions)]))
+    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out, versions[i % len(versions)], preempt))
              for i in range(schedulers)]
-    procs += [ctx.Process(target=completer_loop, args=(url, seconds, 100 + i, out)) for i in range(completers)]
+    procs += [ctx.Process(target=completer_loop, args=(url, seconds, 100 + i, out, preempt)) for i in range(completers)]
     for p in procs:
         p.start()
     results = [out.get(timeout=seconds + 120) for _ in procs]
     for p in procs:
         p.join(timeout=30)
     queued = [i for r in results for i in r.get("queued", [])]
+    claimed = [i for r in results for i in r.get("claimed", [])]
     return {
         "queued": len(queued),
         "distinct_queued": len(set(queued)),
         "busy": sum(r.get("busy", 0) for r in results),
         "finished": sum(r.get("finished", 0) for r in results),
+        "preempted": sum(r.get("preempted", 0) for r in results),
+        "claimed": len(claimed),
+        "distinct_claimed": len(set(claimed)),
         "violations": [v for r in results for v in r["violations"]],
         "exit_codes": [p.exitcode for p in procs],
     }

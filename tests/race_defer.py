@@ -14,6 +14,7 @@ import time
 import sqlalchemy as sa
 
 from engine import db
+from engine.scheduler import queue_knobs
 from tests.race import VIOLATIONS
 
 FAR = json.dumps({"moment": "2999-01-01T00:00:00+00:00"})
@@ -32,7 +33,8 @@ def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
     while time.monotonic() < deadline:
         try:
             with eng.begin() as c:
-                queued += len(db.run(c, "queue_tis", max_tis=rng.randint(1, 10), job_id=seed, now=None).all())
+                queued += len(db.run(c, "queue_tis", max_tis=rng.randint(1, 10), job_id=seed, now=None,
+                                       **queue_knobs()).all())
         except sa.exc.DBAPIError as exc:
             if not db.is_lock_busy(exc):
                 raise

@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from croniter import croniter
 
@@ -222,3 +223,35 @@ def test_the_limit_sweep_sees_overlaps_and_nothing_else():
     assert _sweep(back_to_back, {"p": 2}) == []
     overlap = {"p": [(t(0), t(2), 1), (t(1), t(3), 2)], "q": [(t(0), t(9), 5)]}
     assert _sweep(overlap, {"p": 2, "q": -1}) == [f"p: 3 > 2 at {t(1)}"]  # q: -1 is unlimited
+
+
+@pytest.mark.xdist_group("brokers")  # it restarts RabbitMQ: no other broker test beside it
+def test_celery_kill9_workers_and_dispatcher_and_broker_restart(eng, db_url, dialect, tmp_path):
+    """The celery executor under kill -9 of a Celery worker (with its pool) and of the dispatcher,
+    and a broker restart, with the invariants above. One broker per dialect keeps it short:
+    RabbitMQ (stop_app/start_app: connections drop, persistent messages stay) on PostgreSQL, a
+    private Redis without persistence (a restart loses every message: they are re-sent after
+    dispatch_resend_timeout) on MariaDB. loadtests/chaos.py --executor celery runs it longer."""
+    from tests.brokers import PrivateRedis, broker_or_skip, restart_rabbitmq
+    from tests.celery_chaos import run_celery_chaos
+
+    redis = None
+    try:
+        if dialect == "postgresql":
+            url, restart = broker_or_skip("rabbitmq"), restart_rabbitmq
+        else:
+            broker_or_skip("redis")  # redis-server is there: start one of our own
+            redis = PrivateRedis()
+            url = redis.url
+            restart = lambda: (redis.stop(), redis.start())
+        report = run_celery_chaos(eng, db_url, tmp_path, url, restart, runs=3, tasks=5, seconds=120, say=print)
+    finally:
+        if redis is not None:
+            redis.stop()
+    print(json.dumps(report["counts"], indent=1, default=str))
+    assert violations(report) == {}, json.dumps(report, indent=1, default=str)
+    c = report["counts"]
+    assert (c["runs_success"], c["tis"]) == (3, 15)
+    assert c["failed_try_reasons"].get("worker job N died", 0) >= 1, c  # the killed pool's try
+    if dialect == "postgresql":  # RabbitMQ redelivers the killed pool's unacked message at once:
+        assert c["stale_messages_dropped"] >= 1, c  # its token was spent, it started nothing

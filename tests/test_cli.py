@@ -23,7 +23,8 @@ with DAG("good", max_active_tasks=2):
 
 
 def engine(db_url, *args, cwd=None, env=None, timeout=120):
-    full_env = {**os.environ, "ENGINE_DATABASE_URL": db_url, **(env or {})}
+    # The tests sync folders under the temporary directory: "/" is their DAGs folder.
+    full_env = {**os.environ, "ENGINE_DATABASE_URL": db_url, "ENGINE_DAGS_FOLDER": "/", **(env or {})}
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=full_env, timeout=timeout)
 

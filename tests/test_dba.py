@@ -4,12 +4,14 @@ the procedures can be read without auto_explain by hand."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
 import sqlalchemy as sa
 
 from engine import calls, db, dba, manifest, procedures
+from engine.scheduler import queue_knobs
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.scheduler import Scheduler
@@ -91,7 +93,7 @@ def test_services_call_the_newest_installed_version_or_the_pinned_one(eng, cfg):
 
     with pytest.raises(EngineError, match=r"queue_tis_v10 takes .* but this release calls queue_tis as"):
         calls.pin(eng, "queue_tis=10")
-    with pytest.raises(EngineError, match=r"queue_tis_v11 is not installed by a migration \(installed: v1, v2, v3, v9, v10\)"):
+    with pytest.raises(EngineError, match=r"queue_tis_v11 is not installed by a migration \(installed: v1, v2, v3, v4, v9, v10\)"):
         calls.pin(eng, "queue_tis=11")
     # The plain engine (no pin()) calls what the named queries name: the shipped version.
     assert calls.calling(eng)["queue_tis"] == calls.shipped(dialect)["queue_tis"]
@@ -133,7 +135,7 @@ def test_db_procedures_lists_every_object_with_the_version_called_and_its_calls(
             conn.execute(sa.text(f'ALTER DATABASE "{database}" SET track_functions = \'pl\''))
         eng.dispose()  # new sessions read the database's setting
     with db.connect(eng) as conn:
-        db.run(conn, "queue_tis", max_tis=10, job_id=None, now=None).all()
+        db.run(conn, "queue_tis", max_tis=10, job_id=None, now=None, **queue_knobs()).all()
         if dialect == "postgresql":
             conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
     with db.connect(eng) as conn:
@@ -172,11 +174,15 @@ def test_db_explain_shows_each_statement_inside_and_changes_nothing(eng):
     assert states == ["scheduled"]
     v1 = dba.explain(eng, "queue_tis_v1", {"max_tis": 10}, {})
     assert v1.call == "queue_tis_v1"
+    # The scheduler's named query `heartbeat` calls heartbeat_v1 (the worker's calls v2): the
+    # label names what runs.
+    assert calls.called_by(dialect, "heartbeat", "heartbeat") == 1 < calls.shipped(dialect)["heartbeat"]
+    assert dba.explain(eng, "heartbeat", {}, {}).call == "heartbeat_v1"
 
 
 @pytest.mark.parametrize("procedure, args, message", [
     ("nope", {}, "no procedure 'nope' to explain; name one of"),
-    ("queue_tis", {"bogus": 1}, "queue_tis takes no parameter 'bogus'; its parameters: max_tis, job_id, now"),
+    ("queue_tis", {"bogus": 1}, "queue_tis takes no parameter 'bogus'; its parameters: aging_rate, aging_cap, reserve_after, max_tis, job_id, now"),
     ("claim_tis", {}, "claim_tis needs --arg hostname=VALUE"),
 ])
 def test_db_explain_bad_input_is_one_line(module_db_url, procedure, args, message):
@@ -447,5 +453,6 @@ def test_sql_lint_has_the_mysql_server_parse_the_mysql_files(mysql_server, tmp_p
     assert all("\n" not in m for m in found.values())
     assert lint(SQL_DIR / "mysql", url)[1] == []
     with mysql_server.admin.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM information_schema.schemata "
-                                    "WHERE schema_name LIKE 'engine_lint_%'")).scalar_one() == 0
+        # this process's scratch databases only: another run killed mid-lint may have left one
+        assert conn.execute(sa.text("SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE :p"),
+                            {"p": f"engine\\_lint\\_{os.getpid()}\\_%"}).scalar_one() == 0

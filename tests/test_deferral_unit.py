@@ -121,7 +121,7 @@ def test_worker_reports_a_defer_and_runs_a_resume(monkeypatch, tmp_path, dag_dir
     monkeypatch.setattr(db, "run", fake.run)
     cfg = SimpleNamespace(worker_queues="default", worker_concurrency=2, worker_poll_interval=0.01,
                           heartbeat_interval=0.0, job_heartbeat_threshold=60.0, worker_shutdown_timeout=5.0,
-                          log_path=tmp_path / "logs")
+                          log_path=tmp_path / "logs", dags_path=dag_dir)
     w = Worker(eng=None, cfg=cfg)
     w.start()
     fake.queue = [python_row(tmp_path, dag_dir)]

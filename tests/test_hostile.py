@@ -49,7 +49,8 @@ def world(module_db_url, tmp_path_factory):
     folder = tmp_path_factory.mktemp("bystander")
     (folder / "bystander.py").write_text(BYSTANDER)
     runner = CliRunner()
-    result = runner.invoke(engine_cli, ["dags", "sync", str(folder)], env={"ENGINE_DATABASE_URL": module_db_url})
+    result = runner.invoke(engine_cli, ["dags", "sync", str(folder)],
+                           env={"ENGINE_DATABASE_URL": module_db_url, "ENGINE_DAGS_FOLDER": "/"})
     assert result.exit_code == 0, result.output
     eng = db.make_engine(module_db_url)
     yield module_db_url, eng, folder
@@ -57,7 +58,9 @@ def world(module_db_url, tmp_path_factory):
 
 
 def run(url, *args, env=None):
-    return CliRunner().invoke(engine_cli, list(args), env={"ENGINE_DATABASE_URL": url, **(env or {})})
+    # The tests sync folders under the temporary directory: "/" is their DAGs folder.
+    return CliRunner().invoke(engine_cli, list(args),
+                              env={"ENGINE_DATABASE_URL": url, "ENGINE_DAGS_FOLDER": "/", **(env or {})})
 
 
 def assert_refused(result, *needles):
@@ -183,8 +186,8 @@ def test_a_file_may_not_take_over_another_files_dag(world, tmp_path):
     other.mkdir()
     (other / "x.py").write_text(BYSTANDER)
     refused_and_unchanged(world, ["dags", "sync", str(other)],
-                          ["dag 'bystander' is defined by", str(world[2] / "bystander.py"), str(other / "x.py"),
-                           "--force"])
+                          ["dag 'bystander' is defined by", str((world[2] / "bystander.py").relative_to("/")),
+                           str((other / "x.py").relative_to("/")), "--force"])  # relative to the DAGs folder "/"
 
 
 def test_sync_check_of_a_hanging_file_times_out(world, tmp_path):

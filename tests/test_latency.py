@@ -158,6 +158,18 @@ def test_when_the_zygote_dies_tries_start_the_old_way_and_running_ones_end(zyg, 
     assert wait(nxt) == 5
 
 
+def test_a_try_the_zygote_never_answered_for_starts_the_old_way(zyg, tmp_path):
+    """The worker does not wait for the zygote's answer (it sends every claimed try at once);
+    when the zygote dies before it answered, that try starts in a fresh interpreter."""
+    os.kill(zyg.pid, signal.SIGSTOP)  # it cannot answer
+    proc = start_child(row(tmp_path, "echo ran-$((1+1)); exit 6"), base=task_base_env(), zyg=zyg)
+    assert isinstance(proc, zygote.ZygoteChild) and proc.pending and proc.poll() is None
+    os.kill(zyg.pid, signal.SIGKILL)
+    assert wait(proc) == 6 and proc.popen is not None and zyg.dead
+    log = (tmp_path / "logs" / "t1.log").read_text()
+    assert log.count("ran-2") == 1 and log.count("engine worker: try 1 of d.t1") == 1
+
+
 def test_a_missing_dag_folder_fails_to_start_as_without_the_zygote(zyg, tmp_path):
     r = row(tmp_path, "true", fileloc=str(tmp_path / "gone" / "dag.py"))
     with pytest.raises(FileNotFoundError):

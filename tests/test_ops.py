@@ -24,7 +24,8 @@ with DAG("ops"):
 
 
 def cli(db_url, *args):
-    return CliRunner().invoke(main, ["--database-url", db_url, *args])
+    # The tests sync folders under the temporary directory: "/" is their DAGs folder.
+    return CliRunner().invoke(main, ["--database-url", db_url, *args], env={"ENGINE_DAGS_FOLDER": "/"})
 
 
 def test_status_check_exit_codes_and_one_line_per_problem(db_url, eng, cfg, tmp_path):
@@ -40,6 +41,11 @@ def test_status_check_exit_codes_and_one_line_per_problem(db_url, eng, cfg, tmp_
     assert r.exit_code == 2, r.output
     assert sorted(line.split(":")[0] + " " + line.split()[2] for line in r.output.splitlines()) == \
         ["no_worker default", "no_worker other"]
+    # TIs of another executor wait in its broker, not for an `engine worker` of their queue
+    sql(eng, "UPDATE task_instance SET executor = 'celery' WHERE queue = 'other'")
+    r = cli(db_url, "status", "--check")
+    assert [line.split(":")[0] + " " + line.split()[2] for line in r.output.splitlines()] == ["no_worker default"]
+    sql(eng, "UPDATE task_instance SET executor = 'default' WHERE queue = 'other'")
     Job(eng, "worker", 5, queues=["default", "x"]).register()
     r = cli(db_url, "status", "--check", "--json")
     assert r.exit_code == 2 and [p["problem"] for p in json.loads(r.output)["problems"]] == ["no_worker"]
@@ -165,3 +171,37 @@ def test_db_url_and_db_shell(db_url):
                           env={**os.environ, "ENGINE_DATABASE_URL": db_url}, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
+
+
+def test_log_format_json_from_the_command_line(db_url, eng, tmp_path):
+    """`engine --log-format json scheduler`: every log line is JSON; a pass that did work logs
+    one INFO line with its summary, an idle pass none."""
+    import os
+    import subprocess
+    import sys
+
+    sync_source(eng, tmp_path / "dags", 'with DAG("j"):\n    BashTask("a", bash_command="true")\n')
+    trigger(eng, "j", "r1")
+
+    def tick_lines(passes):
+        done = subprocess.run([sys.executable, "-m", "cli.main", "-v", "--log-format", "json", "scheduler",
+                               "--max-ticks", str(passes)],
+                              env={**os.environ, "ENGINE_DATABASE_URL": db_url}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stderr.splitlines() if line.strip()]  # each one JSON
+    # three passes: the first queues the TI, the other two are idle and log nothing at INFO
+    worked = [x for x in tick_lines(3) if x["logger"] == "engine.scheduler" and x["level"] == "INFO"]
+    assert len(worked) == 1 and worked[0]["summary"]["tis_queued"] == 1, worked
+
+
+def test_bad_metrics_port_is_one_line():
+    """--metrics-port and the setting metrics_port: a port number, refused in one line before
+    anything starts (no database needed)."""
+    for args, env, needle in [(["scheduler", "--metrics-port", "70000"], {}, "70000"),
+                              (["worker", "--metrics-port", "-1"], {}, "-1"),
+                              (["triggerer"], {"ENGINE_METRICS_PORT": "http"}, "metrics_port")]:
+        r = CliRunner().invoke(main, ["--database-url", "postgresql+psycopg://nobody@127.0.0.1:1/none", *args],
+                               env=env)
+        assert r.exit_code != 0 and needle in r.output, (args, r.output)
+        assert len([line for line in r.output.splitlines() if "rror" in line]) == 1, r.output

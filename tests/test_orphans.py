@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from engine import db, migrate, procedures
+from engine.scheduler import queue_knobs
 from engine.scheduler import Scheduler, format_summary
 from tests.helpers import sql, sync_source, tick, trigger
 
@@ -45,7 +46,7 @@ def beat(eng, job_id: int, now) -> bool:
 
 def queue(eng, job_id: int, now, max_tis: int = 1000) -> list:
     with db.connect(eng) as conn:
-        return db.run(conn, "queue_tis", max_tis=max_tis, job_id=job_id, now=now).all()
+        return db.run(conn, "queue_tis", max_tis=max_tis, job_id=job_id, now=now, **queue_knobs()).all()
 
 
 def claim(eng, job_id, limit: int, now) -> list:

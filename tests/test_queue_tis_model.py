@@ -2,9 +2,13 @@
 
 queue_tis_v1 (still installed for schedulers of earlier releases) on worlds with dot-free
 ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (still
-installed) and queue_tis_v3 (the named query) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
-'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors."""
+installed) and queue_tis_v3 (still installed) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
+'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors.
+queue_tis_v4 (the named query) against greedy_v4 on the same worlds with reservations (some
+stale), TIs scheduled at different times, aging and wide-TI reservations (docs/priority.md)."""
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -12,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import db
-from tests.reference import TI, World, greedy
-from tests.world import load_world, queue
+from tests.reference import TI, Reservation, World, greedy, greedy_v4
+from tests.world import T0, load_world, queue, reservations
 
 # v2 worlds: every DAG/task pair below joins to a name another pair also joins to.
 DOTTED_DAGS = ["x", "x.y", "x.y.z"]
@@ -90,6 +94,22 @@ def _queue_small_pages(eng, max_tis: int) -> list[int]:
         return [r.ti_id for r in c.execute(sa.text(SMALL_PAGES[db.dialect_dir(c)]), {"max_tis": max_tis}).all()]
 
 
+def _queued_then_some_finish(eng, w, got, data) -> None:
+    """Mark `got` queued in the model, then random completions (model and database) free
+    capacity before the next call."""
+    by_id = {t.id: t for t in w.tis}
+    for i in got:
+        by_id[i].state = "queued"
+    done = data.draw(st.sets(st.sampled_from([t.id for t in w.tis] or [0])))
+    for i in done:
+        if i in by_id and by_id[i].state in ("queued", "running", "deferred"):
+            by_id[i].state = "success"
+    with eng.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN :ids "
+                          "AND state IN ('queued', 'running', 'deferred')")
+                  .bindparams(sa.bindparam("ids", expanding=True)), {"ids": sorted(done)})
+
+
 @pytest.mark.parametrize("version", [1, 2, None, "v3-small-pages"], ids=["v1", "v2", "current", "v3-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
@@ -105,15 +125,66 @@ def test_queue_tis_matches_the_greedy_model(eng, version, max_tis, data):
         # start over a cap, e.g. queued TIs in a 0-slot pool: those must not grow).
         for part, (cap, used) in _usage(eng).items():
             assert used <= max(cap, before.get(part, (cap, 0))[1]), part
-        by_id = {t.id: t for t in w.tis}
-        for i in got:
-            by_id[i].state = "queued"
-        # Random completions free capacity before the next call.
-        done = data.draw(st.sets(st.sampled_from([t.id for t in w.tis] or [0])))
-        for i in done:
-            if i in by_id and by_id[i].state in ("queued", "running", "deferred"):
-                by_id[i].state = "success"
-        with eng.begin() as c:
-            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN :ids "
-                              "AND state IN ('queued', 'running', 'deferred')")
-                      .bindparams(sa.bindparam("ids", expanding=True)), {"ids": sorted(done)})
+        _queued_then_some_finish(eng, w, got, data)
+
+
+@st.composite
+def contended_worlds(draw):
+    """Worlds where the order decides: runnable TIs of varied priority, scheduled at varied
+    times, competing for one or two small pools (v4's aging and reservations change who wins)."""
+    pools = {"p0": (draw(st.integers(1, 6)), False), "p1": (draw(st.sampled_from([-1, 2, 4])), False),
+             "default_pool": (128, False)}
+    dags = {"d0": (draw(st.sampled_from([None, None, 3])), False), "d1": (None, draw(st.booleans()))}
+    tasks = {(d, t): (draw(st.sampled_from([None, None, 2])), None) for d in dags for t in ("a", "b")}
+    runs = {i: (f"d{i % 2}", "running", draw(st.integers(0, 3))) for i in range(1, 4)}
+    tis = []
+    for i in range(draw(st.integers(2, 24))):
+        run = draw(st.sampled_from(sorted(runs)))
+        tis.append(TI(id=i + 1, dag_id=runs[run][0], run=run, task_id=draw(st.sampled_from(["a", "b"])), map_index=i,
+                      state=draw(st.sampled_from(["scheduled"] * 5 + ["running", "preempting"])),
+                      priority_weight=draw(st.integers(1, 6)), pool=draw(st.sampled_from(["p0", "p0", "p1"])),
+                      pool_slots=draw(st.sampled_from([1, 1, 1, 2, 3])), since=draw(st.integers(0, 9))))
+    return World(pools, {"default": draw(st.sampled_from([None, 6])), "other": None}, dags, tasks, runs, tis)
+
+
+# queue_tis_v4 with its knobs set as the named query sets them, and page_factor chosen.
+V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rate AS float) AS text), true), "
+                          "set_config('engine.aging_cap', CAST(:cap AS text), true), "
+                          "set_config('engine.reserve_after', CAST(CAST(:ra AS float) AS text), true)",
+                          "SELECT * FROM queue_tis_v4(:max_tis, NULL, :now, :pf)"],
+           "mysql": ["SET @engine_aging_rate = :rate, @engine_aging_cap = :cap, @engine_reserve_after = :ra",
+                     "CALL queue_tis_v4(:max_tis, NULL, :now, :pf)"]}
+
+
+@pytest.mark.parametrize("page_factor", [2, 0], ids=["v4", "v4-small-pages"])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(max_tis=st.integers(1, 12), data=st.data())
+def test_queue_tis_v4_matches_the_model(eng, page_factor, max_tis, data):
+    w = data.draw(st.one_of(worlds(dotted=True), contended_worlds()), label="world")
+    for t in w.tis:  # scheduled at some minute (None: when its run was due)
+        if t.since is None:
+            t.since = data.draw(st.one_of(st.none(), st.integers(0, 9)))
+    pools = sorted(w.pools) + ["gone.pool"]
+    for t in data.draw(st.lists(st.sampled_from(w.tis), unique_by=lambda t: t.id, max_size=4) if w.tis
+                       else st.just([])):
+        pool = t.pool if data.draw(st.integers(0, 5)) else data.draw(st.sampled_from(pools))
+        w.reservations.append(Reservation(t.id, pool, t.pool_slots, data.draw(st.sampled_from(["wide", "preemption"])),
+                                          data.draw(st.integers(0, 9))))
+    knobs = {"rate": data.draw(st.sampled_from([0, 0.5, 1, 3])), "cap": data.draw(st.sampled_from([1, 2, 5, 50])),
+             "ra": data.draw(st.sampled_from([0, 0, 120, 400]))}
+    load_world(eng, w)
+    now = data.draw(st.integers(0, 10))
+    for _ in range(3):
+        expected = greedy_v4(w, max_tis, now, knobs["rate"], knobs["cap"], knobs["ra"])
+        before = _usage(eng)
+        params = {"max_tis": max_tis, "now": T0 + timedelta(minutes=now), "pf": page_factor, **knobs}
+        with db.connect(eng) as c:
+            knobs_sql, call = V4_CALL[db.dialect_dir(c)]
+            c.execute(sa.text(knobs_sql), params)
+            got = [r.ti_id for r in c.execute(sa.text(call), params).all()]
+        assert sorted(got) == sorted(expected)
+        assert reservations(eng) == sorted((r.ti_id, r.pool, r.slots, r.reason) for r in w.reservations)
+        for part, (cap, used) in _usage(eng).items():
+            assert used <= max(cap, before.get(part, (cap, 0))[1]), part
+        _queued_then_some_finish(eng, w, got, data)
+        now += data.draw(st.integers(0, 4))

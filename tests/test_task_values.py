@@ -273,17 +273,17 @@ def test_bad_trigger_values_fail_their_try_and_the_triggerer_goes_on(eng, cfg, t
 
 
 def test_a_refused_fire_is_reported_again_as_an_error_fire(eng, cfg, tmp_path, monkeypatch):
-    """Without the event check, NaN reaches the database. fire_trigger_v2 fails that try itself
-    (the event is not plain JSON); fire_trigger_v1, which a database of the previous release
-    answers with, refuses the whole batch: the fires are then reported one by one, and the
-    refused one as an error. The second case is forced here by calling v1."""
+    """Without the event check, NaN reaches the database. fire_triggers_v1 fails that try itself
+    (the event is not plain JSON); a database that refuses the whole batch instead (as one of
+    an older release could) gets the fires one by one, and the refused one as an error. The
+    refusal is forced here: a statement before the call raises when an event holds NaN."""
     monkeypatch.setattr(triggerer_mod, "check_event", lambda event: event)
     real = db._statements
-    # Not by the setting procedure_versions: v1 takes jsonb where v2 takes text, so a pin is refused.
-    v1 = {"postgresql": "SELECT fire_trigger_v1(:trigger_id, CAST(:event AS jsonb), :error, :now, :boost) AS state",
-          "mysql": "SELECT fire_trigger_v1(:trigger_id, :event, :error, :now, :boost) AS state"}
-    monkeypatch.setattr(db, "_statements", lambda dialect, name, calls=(): (sa.text(v1[dialect]),)
-                        if name == "fire_trigger" else real(dialect, name, calls))
+    events = {"postgresql": "array_to_string(CAST(:events AS text[]), ',')", "mysql": ":events"}
+    refuse = "SELECT CASE WHEN {} LIKE '%NaN%' THEN (SELECT 1 UNION SELECT 2) ELSE 1 END"
+    monkeypatch.setattr(db, "_statements", lambda dialect, name, calls=():
+                        (sa.text(refuse.format(events[dialect])), *real(dialect, name, calls))
+                        if name == "fire_triggers" else real(dialect, name, calls))
     four_deferred(eng, cfg, tmp_path)
     run_triggerer(eng, cfg)
     assert states(eng, "trig") == {"failed": 3, "queued": 1}

@@ -111,7 +111,8 @@ def test_build_command_python_merges_kwargs(tmp_path, dag_dir):
                    op_kwargs={"x": 1, "y": 2}, map_args={"x": 5}, map_index=0)
     task, _ = build_command(row)
     assert "argv" not in task  # the supervisor runs the runner in a forked child
-    assert task["runner"] == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir)}
+    assert task["runner"] == {"callable": "tasks:ok", "kwargs": {"x": 5, "y": 2}, "dag_folder": str(dag_dir),
+                              "where": "task d.t1[0]"}
     assert task["env"]["ENGINE_MAP_INDEX"] == "0"
 
 
@@ -178,7 +179,7 @@ def fake(monkeypatch):
 def make_worker(tmp_path, **kw):
     cfg = SimpleNamespace(worker_queues="default, other", worker_concurrency=2, worker_poll_interval=0.01,
                           heartbeat_interval=0.0, job_heartbeat_threshold=60.0, worker_shutdown_timeout=30.0,
-                          log_path=tmp_path / "logs")
+                          log_path=tmp_path / "logs", dags_path=tmp_path / "dags")
     return Worker(eng=None, cfg=cfg, **kw)
 
 

@@ -8,12 +8,13 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from engine import db
+from engine.scheduler import queue_knobs
 from tests.reference import World
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 # Children first (foreign keys). DELETE, not TRUNCATE: MySQL's TRUNCATE is DDL (slow, and refused
 # on a table another one references); every row below is inserted with an explicit id.
-TABLES = ["task_instance_history", "task_instance", "dag_run", "task_dependency", "task", "dag", "pool", "executor"]
+TABLES = ["pool_reservation", "task_instance_history", "task_instance", "dag_run", "task_dependency", "task", "dag", "pool", "executor"]
 
 
 def reset(conn) -> None:
@@ -48,14 +49,25 @@ def load_world(eng, w: World) -> None:
         if w.tis:
             c.execute(sa.text(
                 "INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, "
-                "pool, pool_slots, queue, executor, run_after, next_method) "
+                "pool, pool_slots, queue, executor, run_after, next_method, updated_at) "
                 "VALUES (:id, :run, :dag_id, :run_id, :task_id, :map_index, :state, :pw, :pool, :ps, 'default', :ex, "
-                ":run_after, :nm)"),
+                ":run_after, :nm, :upd)"),
                 [{"id": t.id, "run": t.run, "dag_id": t.dag_id, "run_id": f"run{t.run}", "task_id": t.task_id,
                   "map_index": t.map_index, "state": t.state, "pw": t.priority_weight, "pool": t.pool,
                   "ps": t.pool_slots, "ex": t.executor, "run_after": T0 + timedelta(minutes=w.runs[t.run][2]),
-                  "nm": "resume" if t.resuming else None}
+                  "nm": "resume" if t.resuming else None,
+                  "upd": None if t.since is None else T0 + timedelta(minutes=t.since)}
                  for t in w.tis])
+        for r in w.reservations:
+            c.execute(sa.text("INSERT INTO pool_reservation (ti_id, pool, slots, reason, since) "
+                              "VALUES (:t, :p, :s, :r, :at)"),
+                      {"t": r.ti_id, "p": r.pool, "s": r.slots, "r": r.reason, "at": T0 + timedelta(minutes=r.since)})
+
+
+def reservations(eng) -> list[tuple]:
+    """pool_reservation as sorted (ti_id, pool, slots, reason) rows."""
+    with eng.connect() as c:
+        return sorted(tuple(r) for r in c.execute(sa.text("SELECT ti_id, pool, slots, reason FROM pool_reservation")))
 
 
 # queue_tis by version, as a scheduler of that release calls it (the named query calls the newest).
@@ -66,7 +78,7 @@ QUEUE_CALL = {"postgresql": "SELECT * FROM queue_tis_v{v}(:max_tis, :job_id, :no
 def call_queue_tis(conn, version: int | None = None, **params):
     """queue_tis_v<version> (None: the named query) in the caller's transaction; the rows."""
     if version is None:
-        return db.run(conn, "queue_tis", **params).all()
+        return db.run(conn, "queue_tis", **{**queue_knobs(), **params}).all()
     return conn.execute(sa.text(QUEUE_CALL[db.dialect_dir(conn)].format(v=int(version))), params).all()
 
 

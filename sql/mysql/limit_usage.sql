@@ -11,7 +11,8 @@
 -- share a label ('x.y' + 'z' and 'x' + 'y.z'). It stays, with its old spelling, because the
 -- released queue_tis_v1 reads it; the key columns come last, as on PostgreSQL (which can only
 -- append columns to a view in place).
--- Active: queued or running, and deferred in a pool with include_deferred. Such a deferred TI
+-- Active: queued, running or preempting (a victim of preempt_v1 whose try is still stopping:
+-- it holds its place until its process is gone), and deferred in a pool with include_deferred. Such a deferred TI
 -- keeps its whole place (every limit, not only the pool), so fire_trigger_v1 can put it back
 -- to `queued` without adding to any count (docs/deferral.md); elsewhere a deferred TI holds nothing.
 -- Partitions without a limit (NULL) have no row: unlimited.
@@ -24,7 +25,7 @@ WITH active AS (  -- the few TIs that hold capacity, read once through the state
            (ti.state <> 'deferred' OR COALESCE(p.include_deferred, FALSE)) AS holds
     FROM task_instance ti
     LEFT JOIN pool p ON p.name = ti.pool
-    WHERE ti.state IN ('queued', 'running', 'deferred')
+    WHERE ti.state IN ('queued', 'running', 'preempting', 'deferred')
 ), by_pool AS (
     SELECT a.pool, SUM(CASE WHEN a.state <> 'deferred' THEN a.pool_slots ELSE 0 END) AS slots,
            SUM(CASE WHEN a.state = 'deferred' THEN a.pool_slots ELSE 0 END) AS deferred_slots

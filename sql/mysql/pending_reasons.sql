@@ -10,6 +10,9 @@
 --   | unknown executor (no executor row)
 --   | pool closed (a pool of 0 slots: it holds its work until `engine pools set P N` opens it)
 --   | pool too small (pool_slots > slots: never fits)
+--   | waiting for N preempted TI(s) to stop (preempt_v1 stopped running TIs for it; their
+--     tries are still stopping) | slots reserved for it (pool_reservation: the pool keeps
+--     what frees up for it, queue_tis_v4)
 --   | pool full | run at max_active_tasks | task at max_active_tis_per_dag
 --   | task at max_active_tis_per_dagrun | executor at parallelism
 --   | runnable: no limit is full; the next scheduler pass queues it unless higher-priority
@@ -31,6 +34,8 @@ SELECT ti.id AS ti_id, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.priori
            WHEN e.name IS NULL THEN 'unknown executor'
            WHEN lp.cap = 0 THEN 'pool closed'
            WHEN lp.cap IS NOT NULL AND ti.pool_slots > lp.cap THEN 'pool too small'
+           WHEN pv.n > 0 THEN CONCAT('waiting for ', pv.n, ' preempted TI(s) to stop')
+           WHEN rs.ti_id IS NOT NULL AND lp.free < ti.pool_slots THEN 'slots reserved for it'
            WHEN lp.free < ti.pool_slots THEN 'pool full'
            WHEN lr.free < 1 THEN 'run at max_active_tasks'
            WHEN lt.free < 1 THEN 'task at max_active_tis_per_dag'
@@ -50,4 +55,7 @@ LEFT JOIN limit_usage lr ON lr.kind = 'run' AND lr.dag_run_id = ti.dag_run_id
 LEFT JOIN limit_usage lt ON lt.kind = 'task' AND lt.dag_id = ti.dag_id AND lt.task_id = ti.task_id
 LEFT JOIN limit_usage lm ON lm.kind = 'task_run' AND lm.dag_run_id = ti.dag_run_id AND lm.task_id = ti.task_id
 LEFT JOIN limit_usage le ON le.kind = 'executor' AND le.executor = ti.executor
+LEFT JOIN pool_reservation rs ON rs.ti_id = ti.id
+LEFT JOIN (SELECT v.preempted_for, COUNT(*) AS n FROM task_instance v WHERE v.state = 'preempting'
+           GROUP BY v.preempted_for) pv ON pv.preempted_for = ti.id
 WHERE ti.state = 'scheduled'

@@ -9,7 +9,7 @@ SELECT r.id AS dag_run_id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_da
        CAST(SUM(CASE WHEN ti.state = 'success' THEN 1 ELSE 0 END) AS SIGNED) AS success,
        CAST(SUM(CASE WHEN ti.state IN ('failed', 'upstream_failed') THEN 1 ELSE 0 END) AS SIGNED) AS failed,
        CAST(SUM(CASE WHEN ti.state = 'skipped' THEN 1 ELSE 0 END) AS SIGNED) AS skipped,
-       CAST(SUM(CASE WHEN ti.state IN ('none', 'scheduled', 'queued', 'running', 'restarting', 'deferred',
+       CAST(SUM(CASE WHEN ti.state IN ('none', 'scheduled', 'queued', 'running', 'restarting', 'preempting', 'deferred',
                                        'up_for_retry') THEN 1 ELSE 0 END) AS SIGNED) AS unfinished,
        r.state_reason AS reason
 FROM dag_run r

@@ -9,7 +9,7 @@ SELECT r.id AS dag_run_id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_da
        count(ti.id) FILTER (WHERE ti.state = 'success')::int AS success,
        count(ti.id) FILTER (WHERE ti.state IN ('failed', 'upstream_failed'))::int AS failed,
        count(ti.id) FILTER (WHERE ti.state = 'skipped')::int AS skipped,
-       count(ti.id) FILTER (WHERE ti.state IN ('none', 'scheduled', 'queued', 'running', 'restarting', 'deferred',
+       count(ti.id) FILTER (WHERE ti.state IN ('none', 'scheduled', 'queued', 'running', 'restarting', 'preempting', 'deferred',
                                                'up_for_retry'))::int AS unfinished,
        r.state_reason AS reason
 FROM dag_run r

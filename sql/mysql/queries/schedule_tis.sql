@@ -1,1 +1,1 @@
-CALL schedule_tis_v2(:now, :batch)
+CALL schedule_tis_v3(:now, :batch)

@@ -1,1 +1,1 @@
-SELECT * FROM backfill_v1(:dag_id, :start_date, :end_date, CAST(:max_active AS int), :rerun_failed, :now)
+SELECT * FROM backfill_v2(:dag_id, :start_date, :end_date, CAST(:max_active AS int), :rerun_failed, :now)

@@ -1,1 +1,1 @@
-SELECT * FROM create_dag_runs_v2(:now)
+SELECT * FROM create_dag_runs_v3(:now)

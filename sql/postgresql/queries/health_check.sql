@@ -1,6 +1,7 @@
 -- `engine status --check`: one row per problem (none: healthy), each a line naming the fix.
 --   no_scheduler     no scheduler job heartbeated (or a tick ended) within :threshold seconds
---   no_worker        a queue holds queued TIs and no live worker claims from it (job.queues)
+--   no_worker        a queue holds queued TIs of the database queue (executor 'default') and no live
+--                    worker claims from it (job.queues); other executors' TIs wait in their broker
 --   queued_too_long  the oldest queued TI has waited more than :max_queued_age seconds
 --   draining         the deployment is draining (`engine drain`): nothing new starts
 SELECT 'no_scheduler' AS problem,
@@ -13,7 +14,8 @@ UNION ALL
 SELECT 'no_worker',
        format('queue %s has %s queued TI(s) and no live worker claims from it; start `engine worker --queues %s`',
               q.queue, q.n, q.queue)
-FROM (SELECT ti.queue, count(*) AS n FROM task_instance ti WHERE ti.state = 'queued' GROUP BY ti.queue) q
+FROM (SELECT ti.queue, count(*) AS n FROM task_instance ti WHERE ti.state = 'queued' AND ti.executor = 'default'
+      GROUP BY ti.queue) q
 WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.kind = 'worker' AND j.state = 'running'
                     AND j.latest_heartbeat > now() - make_interval(secs => CAST(:threshold AS double precision))
                     AND (j.queues IS NULL OR q.queue = ANY (string_to_array(j.queues, ','))))

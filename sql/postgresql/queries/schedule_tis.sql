@@ -1,1 +1,1 @@
-SELECT * FROM schedule_tis_v2(:now, :batch)
+SELECT * FROM schedule_tis_v3(:now, :batch)

@@ -1,1 +1,1 @@
-SELECT * FROM heartbeat_v2(:job_id, CAST(:running AS jsonb), :now)
+SELECT * FROM heartbeat_v3(:job_id, CAST(:running AS jsonb), :now)

@@ -1,0 +1,5 @@
+-- A worker reports how a try ended, with the try's result (JSON text or NULL) and the setting
+-- max_result_bytes (finish_ti_v3). The NOTIFY wakes a scheduler to evaluate the finished TI's
+-- downstream now (engine/wakeup.py): it is delivered only if this transaction commits.
+SELECT pg_notify('engine_scheduler', '');
+SELECT finish_ti_v3(:ti_id, :try_number, :exit_code, :timed_out, :reason, :now, :result, :max_bytes) AS state

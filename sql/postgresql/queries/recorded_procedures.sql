@@ -1,0 +1,2 @@
+-- The procedures and views a migration installed (engine.calls: which versions a service may call).
+SELECT name FROM procedure_version

@@ -1,0 +1,2 @@
+-- tests/test_analyze_stale.py: only analyze_stale_v1 refreshes these statistics during the test.
+ALTER TABLE dag_run STATS_AUTO_RECALC = 0;
