@@ -6,6 +6,10 @@ finish what was queued (through the named queries claim_tis / finish_ti). After 
 process checks the invariant in SQL: no row of limit_usage has used > cap. Every queued TI id is
 recorded to check none is queued twice.
 
+The race is timed by its parent, never by how fast a process starts (see Window): every process
+starts racing at once when all are ready, and they stop together once `seconds` have passed and
+the database shows the race did what the test needs (`enough`, a SQL condition).
+
 With preempt=True (preemptible pools and tasks) schedulers also call preempt_v1 after each
 queue_tis, and completers act as workers: each registers a job, heartbeats its running tries
 (heartbeat_v3) and drops the ones the answer says to stop (a preempted try); every claimed
@@ -32,6 +36,53 @@ def transient(exc: BaseException) -> bool:
     worker's heartbeat lock TI rows; the engine's scheduler step and worker retry next time)."""
     return db.is_lock_busy(exc) or db.error_code(exc) in ("40P01", 1213)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ENOUGH_WITHIN = 240.0  # seconds the parent waits, after `seconds`, for `enough` to hold
+
+
+class Window:
+    """When racing processes race: each calls racing() once it is ready and loops while it
+    returns True; the parent (run) opens the window when all are ready and closes it."""
+
+    def __init__(self, ctx):
+        self.ready, self.go, self.stop = ctx.Semaphore(0), ctx.Event(), ctx.Event()
+        self.started = False  # each process has its own copy
+
+    def racing(self) -> bool:
+        if not self.started:  # the first call: ready; wait for the others
+            self.started = True
+            self.ready.release()
+            self.go.wait()
+        return not self.stop.is_set()
+
+    def run(self, url: str, procs: list, out, seconds: float, enough: str | None) -> list[dict]:
+        """Start procs, open the window once all are ready, keep it open `seconds` and then
+        until the SQL condition `enough` holds (ENOUGH_WITHIN at most), collect each result."""
+        for p in procs:
+            p.start()
+        ready = 0  # a process that dies before it is ready: its exit code says so
+        while ready < len(procs) and all(p.exitcode in (None, 0) for p in procs):
+            ready += self.ready.acquire(timeout=1)
+        self.go.set()
+        time.sleep(seconds)
+        if enough is not None:
+            eng = db.make_engine(url)
+            deadline = time.monotonic() + ENOUGH_WITHIN
+            while time.monotonic() < deadline and all(p.exitcode in (None, 0) for p in procs):
+                with eng.connect() as c:
+                    if c.execute(sa.text(enough)).scalar():
+                        break
+                time.sleep(0.2)
+            eng.dispose()
+        self.stop.set()
+        results = []
+        for _ in procs:
+            try:
+                results.append(out.get(timeout=120))
+            except Exception:  # noqa: BLE001 - a process died: its exit code says so
+                break
+        for p in procs:
+            p.join(timeout=30)
+        return results
 
 
 def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = False) -> None:
@@ -76,14 +127,13 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = Fal
                           "'default', 'default', :run_after)"), tis)
 
 
-def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None = None,
+def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None = None,
                    preempt: bool = False) -> None:
     """Call queue_tis_v<version> (None: the named query) in a loop (and preempt_v1 after it)."""
     eng = db.make_engine(url)
     rng = random.Random(seed)
     queued, busy, violations, preempted = [], 0, [], 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while window.racing():
         try:
             with eng.begin() as c:
                 queued += [r.ti_id for r in call_queue_tis(c, version, max_tis=rng.randint(1, 10), job_id=seed,
@@ -92,11 +142,12 @@ def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None
             if not db.is_lock_busy(exc):
                 raise
             busy += 1
-        if preempt:
-            with eng.begin() as c:  # a high-priority TI arrives
+        if preempt and rng.random() < 0.3:
+            with eng.begin() as c:  # a high-priority TI arrives, now and then
                 late = c.execute(sa.text("SELECT min(id) FROM task_instance WHERE state = 'none'")).scalar()
                 c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = :i AND state = 'none'"),
                           {"i": late})
+        if preempt:
             try:
                 with db.connect(eng) as c:
                     preempted += len(db.run(c, "preempt", now=None, cooldown=0, max_per_pass=rng.randint(1, 3),
@@ -111,7 +162,7 @@ def scheduler_loop(url: str, seconds: float, seed: int, out, version: int | None
     out.put({"queued": queued, "busy": busy, "violations": violations, "preempted": preempted})
 
 
-def completer_loop(url: str, seconds: float, seed: int, out, preempt: bool = False) -> None:
+def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = False) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
     running, finished, violations, claimed = [], 0, [], []
@@ -119,8 +170,7 @@ def completer_loop(url: str, seconds: float, seed: int, out, preempt: bool = Fal
     if preempt:
         with db.connect(eng) as c:
             job_id = db.run(c, "register_job", kind="worker", hostname=f"c{seed}", pid=seed).scalar_one()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while window.racing():
         if preempt:  # as a worker: heartbeat, stop what the database says to stop
             try:
                 with db.connect(eng) as c:
@@ -152,20 +202,17 @@ def completer_loop(url: str, seconds: float, seed: int, out, preempt: bool = Fal
 
 
 def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,),
-         preempt: bool = False) -> dict:
-    """versions: the queue_tis version of each scheduler, in turn (None: the named query)."""
+         preempt: bool = False, enough: str | None = None) -> dict:
+    """versions: the queue_tis version of each scheduler, in turn (None: the named query).
+    enough: a SQL condition the race runs until (after `seconds`), see Window.run."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out, versions[i % len(versions)], preempt))
+    out, window = ctx.Queue(), Window(ctx)
+    procs = [ctx.Process(target=scheduler_loop, args=(url, window, i + 1, out, versions[i % len(versions)], preempt))
              for i in range(schedulers)]
-    procs += [ctx.Process(target=completer_loop, args=(url, seconds, 100 + i, out, preempt)) for i in range(completers)]
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=seconds + 120) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
+    procs += [ctx.Process(target=completer_loop, args=(url, window, 100 + i, out, preempt)) for i in range(completers)]
+    results = window.run(url, procs, out, seconds, enough)
     queued = [i for r in results for i in r.get("queued", [])]
     claimed = [i for r in results for i in r.get("claimed", [])]
     return {

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from engine import db
 from engine.scheduler import queue_knobs
-from tests.race import VIOLATIONS
+from tests.race import VIOLATIONS, Window
 
 FAR = json.dumps({"moment": "2999-01-01T00:00:00+00:00"})
 
@@ -25,12 +25,11 @@ def _violations(eng) -> list:
         return [tuple(r) for r in c.execute(VIOLATIONS)]
 
 
-def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
+def scheduler_loop(url: str, window: Window, seed: int, out) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
     queued, busy, violations = 0, 0, []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while window.racing():
         try:
             with eng.begin() as c:
                 queued += len(db.run(c, "queue_tis", max_tis=rng.randint(1, 10), job_id=seed, now=None,
@@ -44,12 +43,11 @@ def scheduler_loop(url: str, seconds: float, seed: int, out) -> None:
     out.put({"queued": queued, "busy": busy, "violations": violations})
 
 
-def worker_loop(url: str, seconds: float, seed: int, out) -> None:
+def worker_loop(url: str, window: Window, seed: int, out) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
     running, counts, violations = [], {"deferred": 0, "finished": 0, "resumes_claimed": 0}, []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while window.racing():
         with db.connect(eng) as c:
             new = db.run(c, "claim_tis", job_id=None, hostname=f"w{seed}", queues=["default"],
                          limit=rng.randint(1, 4), log_dir="/tmp", now=None).all()
@@ -75,13 +73,12 @@ def worker_loop(url: str, seconds: float, seed: int, out) -> None:
     out.put({**counts, "violations": violations})
 
 
-def firer_loop(url: str, seconds: float, seed: int, out) -> None:
+def firer_loop(url: str, window: Window, seed: int, out) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
     fired: dict[str, int] = {}
     violations = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while window.racing():
         with eng.connect() as c:
             waiting = c.execute(sa.text("SELECT trigger_id FROM task_instance WHERE state = 'deferred'")).scalars().all()
         for tid in rng.sample(waiting, min(len(waiting), rng.randint(1, 6))):
@@ -96,24 +93,16 @@ def firer_loop(url: str, seconds: float, seed: int, out) -> None:
     out.put({"fired": fired, "violations": violations})
 
 
-def race(url: str, seconds: float, schedulers: int = 2, workers: int = 2, firers: int = 1) -> dict:
+def race(url: str, seconds: float, schedulers: int = 2, workers: int = 2, firers: int = 1,
+         enough: str | None = None) -> dict:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=scheduler_loop, args=(url, seconds, i + 1, out)) for i in range(schedulers)]
-    procs += [ctx.Process(target=worker_loop, args=(url, seconds, 100 + i, out)) for i in range(workers)]
-    procs += [ctx.Process(target=firer_loop, args=(url, seconds, 200 + i, out)) for i in range(firers)]
-    for p in procs:
-        p.start()
-    results = []
-    for _ in procs:
-        try:
-            results.append(out.get(timeout=seconds + 120))
-        except Exception:  # noqa: BLE001 - a process died: its exit code says so below
-            break
-    for p in procs:
-        p.join(timeout=30)
+    out, window = ctx.Queue(), Window(ctx)
+    procs = [ctx.Process(target=scheduler_loop, args=(url, window, i + 1, out)) for i in range(schedulers)]
+    procs += [ctx.Process(target=worker_loop, args=(url, window, 100 + i, out)) for i in range(workers)]
+    procs += [ctx.Process(target=firer_loop, args=(url, window, 200 + i, out)) for i in range(firers)]
+    results = window.run(url, procs, out, seconds, enough)
     total = lambda key: sum(r.get(key, 0) for r in results)
     fired: dict[str, int] = {}
     for r in results:

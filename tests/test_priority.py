@@ -119,7 +119,9 @@ def test_a_high_priority_ti_preempts_a_long_low_priority_try(eng, cfg, tmp_path)
 
 def test_racing_schedulers_with_preemption_keep_every_limit_and_run_no_try_twice(eng, db_url):
     setup_world(eng, n_tis=400, preempt=True)
-    result = race(db_url, seconds=8, schedulers=4, completers=2, preempt=True)
+    result = race(db_url, seconds=8, schedulers=4, completers=2, preempt=True,
+                  enough="SELECT (SELECT count(*) FROM state_change WHERE action = 'preempt') > 0 "
+                         "AND (SELECT count(*) FROM task_instance WHERE state = 'success') > 50")
     assert result["exit_codes"] == [0] * 6
     assert result["violations"] == []                          # limit_usage, after every step
     assert result["claimed"] == result["distinct_claimed"] > 50  # no (TI, try) claimed twice
