@@ -22,6 +22,7 @@ import time
 
 from engine import db, wakeup
 from engine.db import DB_DOWN
+from engine.jobs import Job, beat_interval
 from engine.worker import Worker
 
 log = logging.getLogger("engine.executors")
@@ -34,7 +35,7 @@ class DispatchedTry(Worker):
 
     def __init__(self, eng, cfg, ti_id: int, token: str):
         super().__init__(eng, cfg, queues=["-"], concurrency=1)
-        self.job.queues = None          # not a queue consumer of the database queue
+        self.job.queues = []            # claims from no queue of the database queue (status --check)
         self.ti_id, self.token = ti_id, token
         self.asked = False              # start_ti_v1 was called (and answered)
         self.started = False            # ... and started the try
@@ -103,6 +104,9 @@ class Dispatcher:
     def __init__(self, eng, cfg, executor: str, transport, limit: int = 512):
         self.eng, self.cfg, self.executor, self.transport, self.limit = eng, cfg, executor, transport, limit
         self.outage = db.Outage(log, "queued TIs wait, retrying")
+        # The service's job row (registered by loop()): kind 'dispatcher', job.queues = the
+        # executor it serves, so `engine status --check` says when no dispatcher is live.
+        self.job = Job(eng, "dispatcher", beat_interval(cfg), queues=[executor])
         self.broker_down = False
         self.stopping = False
 
@@ -136,6 +140,14 @@ class Dispatcher:
                             r["ti_id"], r["attempt"], self.cfg.dispatch_resend_timeout)
         return {"sent": sent, "failed": len(rows) - sent, "broker": True}
 
+    def _beat(self) -> None:
+        try:
+            if not self.job.heartbeat():  # judged dead (a long stall): a live dispatcher again
+                log.warning("dispatcher job %s was judged dead; registering again", self.job.id)
+                self.job.register()
+        except DB_DOWN:
+            pass  # run_once reports the outage
+
     def loop(self, max_passes: int | None = None) -> None:
         """Pass after pass until SIGTERM/SIGINT: at once again after a full pass, else after
         dispatch_interval (PostgreSQL: or as soon as something is queued); while the broker or
@@ -147,9 +159,11 @@ class Dispatcher:
         listener = wakeup.Listener(self.eng, "listen_worker")
         listener.open()
         passes = 0
-        log.info("dispatcher of executor %s started", self.executor)
+        self.job.register()
+        log.info("dispatcher of executor %s started (job %s)", self.executor, self.job.id)
         try:
             while not self.stopping and (max_passes is None or passes < max_passes):
+                self._beat()
                 counts = self.run_once()
                 passes += 1
                 if counts["sent"] + counts["failed"] >= self.limit:
@@ -163,6 +177,10 @@ class Dispatcher:
         finally:
             listener.close()
             self.transport.close()
+            try:
+                self.job.finish()
+            except DB_DOWN:
+                pass  # its heartbeat stops: it is judged dead after job_heartbeat_threshold
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
             log.info("dispatcher of executor %s stopped", self.executor)

@@ -18,7 +18,8 @@ def beat_interval(cfg) -> float:
 class Job:
     def __init__(self, eng, kind: str, heartbeat_interval: float = 5.0, queues: list[str] | None = None):
         self.eng = eng
-        self.queues = queues  # a worker's queues, recorded in job.queues (engine status --check)
+        # job.queues (engine status --check): a worker's queues; a dispatcher's executor
+        self.queues = queues
         self.kind = kind
         self.hostname = socket.gethostname()
         self.pid = os.getpid()
@@ -29,7 +30,7 @@ class Job:
     def register(self) -> int:
         with db.connect(self.eng) as conn:
             self.id = db.run(conn, "register_job", kind=self.kind, hostname=self.hostname, pid=self.pid).scalar_one()
-            if self.queues:
+            if self.queues is not None:  # [] (a Celery try's job): it claims from no queue
                 db.run(conn, "set_job_queues", job_id=self.id, queues=",".join(self.queues))
         self._last_beat = time.monotonic()
         return self.id

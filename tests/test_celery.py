@@ -97,10 +97,10 @@ def test_mixed_executors_and_cancel_on_celery(eng, db_url, dialect, tmp_path):
             "a": "success", "c0": "success", "c1": "success", "c2": "success", "p": "success",
             "d": "success", "slow": "failed", "w": "success"}
         # celery tries were started by start_ti_v1 (their dispatch rows are gone), by jobs that
-        # were never database-queue workers of a queue
+        # claim from no queue of the database queue (job.queues empty: status --check knows)
         assert sql(eng, "SELECT count(*) FROM ti_dispatch")[0][0] == 0
         kinds = dict(sql(eng, "SELECT j.id, j.queues FROM job j WHERE j.kind = 'worker'"))
-        assert all(kinds[tries[t].worker_job_id] is None for t in ("c0", "c1", "c2", "p", "slow", "w"))
+        assert all(kinds[tries[t].worker_job_id] == "" for t in ("c0", "c1", "c2", "p", "slow", "w"))
         assert kinds[tries["a"].worker_job_id] == "default"
         log = sql(eng, "SELECT log_path FROM task_instance WHERE task_id = 'p'")[0][0]
         assert "hello from celery" in Path(log).read_text()

@@ -188,3 +188,34 @@ def test_dispatcher_broker_outage_keeps_tis_queued_and_resends_lost_messages(eng
     assert old != new
     assert start(eng, ti, old, register(eng), later) == []
     assert len(start(eng, ti, new, register(eng), later)) == 1
+
+
+def test_the_dispatcher_is_a_job_that_status_check_sees(eng, cfg, db_url, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from engine.executors import Dispatcher
+
+    def problems():
+        r = CliRunner().invoke(main, ["--database-url", db_url, "status", "--check"], env={"ENGINE_DAGS_FOLDER": "/"})
+        return [line.split(":")[0] for line in r.output.splitlines()]
+
+    sync_source(eng, tmp_path / "dags", MIXED.replace('"a", bash_command="true"', '"a", bash_command="true", '
+                                                                                     'executor="celery"'))
+    trigger(eng, "mixed")
+    tick(eng, cfg)
+    assert sql(eng, "SELECT count(*) FROM task_instance WHERE state = 'queued' AND executor = 'celery'")[0][0] == 1
+    assert "no_dispatcher" in problems()
+    broker = FakeTransport()
+    d = Dispatcher(eng, cfg, "celery", broker)
+    seen: list = []
+
+    def run_once(now=None):  # what status --check says while the dispatcher runs
+        seen.append(problems())
+        return {"sent": 0, "failed": 0, "broker": True}
+    d.run_once = run_once
+    d.loop(max_passes=1)
+    assert "no_dispatcher" not in seen[0]  # live while it runs: kind dispatcher, job.queues = its executor
+    assert [tuple(r) for r in sql(eng, "SELECT kind, queues, state FROM job WHERE id = :i", i=d.job.id)] == \
+        [("dispatcher", "celery", "success")]
+    assert "no_dispatcher" in problems() and broker.closed  # stopped: said again

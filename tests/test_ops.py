@@ -41,8 +41,13 @@ def test_status_check_exit_codes_and_one_line_per_problem(db_url, eng, cfg, tmp_
     assert r.exit_code == 2, r.output
     assert sorted(line.split(":")[0] + " " + line.split()[2] for line in r.output.splitlines()) == \
         ["no_worker default", "no_worker other"]
-    # TIs of another executor wait in its broker, not for an `engine worker` of their queue
+    # TIs of another executor wait for its dispatcher, not for an `engine worker` of their queue
     sql(eng, "UPDATE task_instance SET executor = 'celery' WHERE queue = 'other'")
+    r = cli(db_url, "status", "--check")
+    assert sorted(line.split(":")[0] + " " + line.split()[2] for line in r.output.splitlines()) == \
+        ["no_dispatcher celery", "no_worker default"]
+    assert "start `engine dispatcher --executor celery`" in r.output
+    Job(eng, "dispatcher", 5, queues=["celery"]).register()
     r = cli(db_url, "status", "--check")
     assert [line.split(":")[0] + " " + line.split()[2] for line in r.output.splitlines()] == ["no_worker default"]
     sql(eng, "UPDATE task_instance SET executor = 'default' WHERE queue = 'other'")

@@ -2,6 +2,8 @@
 --   no_scheduler     no scheduler job heartbeated (or a tick ended) within :threshold seconds
 --   no_worker        a queue holds queued TIs of the database queue (executor 'default') and no live
 --                    worker claims from it (job.queues); other executors' TIs wait in their broker
+--   no_dispatcher    TIs of another executor (celery) are queued and no live `engine dispatcher`
+--                    of that executor (a job of kind dispatcher whose job.queues names it) sends them
 --   queued_too_long  the oldest queued TI has waited more than :max_queued_age seconds
 --   draining         the deployment is draining (`engine drain`): nothing new starts
 SELECT 'no_scheduler' AS problem,
@@ -20,6 +22,15 @@ FROM (SELECT ti.queue, COUNT(*) AS n FROM task_instance ti WHERE ti.state = 'que
 WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.kind = 'worker' AND j.state = 'running'
                     AND j.latest_heartbeat > UTC_TIMESTAMP(6) - INTERVAL ROUND(:threshold * 1000000) MICROSECOND
                     AND (j.queues IS NULL OR FIND_IN_SET(q.queue, j.queues) > 0))
+UNION ALL
+SELECT 'no_dispatcher',
+       CONCAT('executor ', q.executor, ' has ', q.n, ' queued TI(s) and no live dispatcher sends them; ',
+              'start `engine dispatcher --executor ', q.executor, '`')
+FROM (SELECT ti.executor, COUNT(*) AS n FROM task_instance ti WHERE ti.state = 'queued' AND ti.executor <> 'default'
+      GROUP BY ti.executor) q
+WHERE NOT EXISTS (SELECT 1 FROM job j WHERE j.kind = 'dispatcher' AND j.state = 'running'
+                    AND j.latest_heartbeat > UTC_TIMESTAMP(6) - INTERVAL ROUND(:threshold * 1000000) MICROSECOND
+                    AND j.queues = q.executor)
 UNION ALL
 SELECT 'queued_too_long',
        CONCAT('the oldest queued TI (id ', ti.id, ', ', ti.dag_id, '.', ti.task_id, ') has waited ',
