@@ -154,6 +154,36 @@ def test_a_job_that_ended_with_a_try_running_leaves_an_orphan(eng, world):
     assert "ended (success) without reporting" in {r.id: r for r in tis(eng).values()}[ti.ti_id].state_reason
 
 
+def test_tries_being_stopped_whose_worker_died_end_as_a_live_worker_would_end_them(eng, world):
+    """reset_orphans_v3: a cleared (`restarting`) or preempted (`preempting`) try waits for its
+    worker to say the process tree is gone; a dead worker never will (its tree went with it)."""
+    t0 = world
+    dead, live, me = register(eng, "worker"), register(eng, "worker"), register(eng, "scheduler")
+    queue(eng, me, t0)
+    cleared, preempted = claim(eng, dead, 2, t0)
+    cleared_live, preempted_live = claim(eng, live, 2, t0)
+    for ti, state in ((cleared, "restarting"), (cleared_live, "restarting"),
+                      (preempted, "preempting"), (preempted_live, "preempting")):
+        sql(eng, "UPDATE task_instance SET state = :s WHERE id = :i", s=state, i=ti.ti_id)
+    before = {r.id: r for r in tis(eng).values()}
+    later = t0 + timedelta(seconds=THRESHOLD + 30)
+    assert beat(eng, live, later - timedelta(seconds=5))
+    r = reset(eng, me, later)
+    assert (r.jobs_failed, r.tis_failed) == (1, 0)  # no try failed: they were being stopped anyway
+    by_id = {r.id: r for r in tis(eng).values()}
+    assert (by_id[cleared.ti_id].state, by_id[cleared.ti_id].worker_job_id) == ("none", None)
+    back = by_id[preempted.ti_id]
+    assert (back.state, back.worker_job_id, back.max_tries) == ("scheduled", None, before[preempted.ti_id].max_tries + 1)
+    assert by_id[cleared_live.ti_id].state == "restarting"  # a live worker's: it reports them itself
+    assert by_id[preempted_live.ti_id].state == "preempting"
+    assert [(h.ti_id, h.state) for h in history(eng)] == [(preempted.ti_id, "preempted")]
+    moves = sql(eng, "SELECT ti_id, action, from_state, to_state, reason FROM state_change ORDER BY ti_id")
+    why = f"its worker job {dead} is gone (failed)"
+    assert [tuple(m) for m in moves] == sorted([
+        (cleared.ti_id, "restarted", "restarting", "none", f"the cleared try has stopped: {why}"),
+        (preempted.ti_id, "preempted", "preempting", "scheduled", f"the preempted try has stopped: {why}")])
+
+
 def test_runs_at_most_once_per_interval(eng, world):
     t0 = world
     me = register(eng, "scheduler")

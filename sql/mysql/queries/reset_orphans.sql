@@ -1,2 +1,2 @@
 -- result bool: ran
-CALL reset_orphans_v2(:threshold, :interval, :job_id, :now)
+CALL reset_orphans_v3(:threshold, :interval, :job_id, :now)

@@ -1,1 +1,1 @@
-SELECT * FROM reset_orphans_v2(:threshold, :interval, :job_id, :now)
+SELECT * FROM reset_orphans_v3(:threshold, :interval, :job_id, :now)
