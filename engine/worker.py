@@ -268,15 +268,20 @@ def needs_inputs(row: dict) -> bool:
     return any(v is None or (isinstance(v, dict) and OUTPUT_KEY in v) for v in values)
 
 
+class MissingInput(EngineError):
+    """An input of a try has no value (the try fails), as opposed to a database that cannot be
+    reached while reading it (the try waits for it)."""
+
+
 def resolve_inputs(conn, row: dict) -> dict:
     """row with its upstream results filled in (task_inputs_v1): op_kwargs references replaced
-    by the upstream's output, a mapped argument by its element. EngineError with one line when
+    by the upstream's output, a mapped argument by its element. MissingInput with one line when
     an input has no value."""
     op_kwargs, map_args = dict(row.get("op_kwargs") or {}), dict(row.get("map_args") or {})
     for r in db.run(conn, "task_inputs", ti_id=row["ti_id"]):
         if not r.found:
             what = f"item {row['map_index']} of the result" if r.mapped else "the result"
-            raise EngineError(f"input {r.name!r} of task {row['dag_id']}.{row['task_id']} needs {what} of upstream "
+            raise MissingInput(f"input {r.name!r} of task {row['dag_id']}.{row['task_id']} needs {what} of upstream "
                               f"task {r.upstream!r} in run {row['run_id']}, and there is none (it did not succeed, "
                               f"returned None{', or returned a shorter list' if r.mapped else ''}); make "
                               f"{r.upstream} return a value, or drop the reference")
@@ -319,6 +324,9 @@ class Worker:
         self.job = Job(eng, "worker", beat_interval(cfg), queues=self.queues)
         self.children: list[Child] = []
         self.unreported: list[Outcome] = []
+        # claimed tries whose upstream results could not be read (the database was down): they
+        # start once it answers again; meanwhile they count against concurrency and heartbeat
+        self.waiting: list[dict] = []
         self.stopping = False
         self.outage = db.Outage(log, "running tasks continue, retrying")
         self._signals = 0
@@ -444,7 +452,7 @@ class Worker:
         job = self.job
         if time.monotonic() - job._last_beat < job.heartbeat_interval:
             return True
-        running = json.dumps([[c.row["ti_id"], c.row["try_number"]] for c in self.children])
+        running = json.dumps([[r["ti_id"], r["try_number"]] for r in [c.row for c in self.children] + self.waiting])
         with db.connect(self.eng) as conn:
             rows = db.run(conn, "worker_heartbeat", job_id=job.id, running=running, now=now).all()
         job._last_beat = time.monotonic()
@@ -474,8 +482,16 @@ class Worker:
             if row["kind"] == "python":
                 row["max_result_bytes"] = result_limit(self.cfg)
             if needs_inputs(row):
-                with db.connect(self.eng) as conn:
-                    row = resolve_inputs(conn, row)
+                try:
+                    with db.connect(self.eng) as conn:
+                        row = resolve_inputs(conn, row)
+                except (EngineError, sa.exc.SQLAlchemyError) as exc:
+                    if isinstance(exc, MissingInput) or not db.is_unreachable(exc):
+                        raise
+                    self.outage.failed("reading a try's inputs", exc)  # not the try's fault: it
+                    self.waiting.append(row)                           # starts when the database is back
+                    return
+                self.outage.ok()
         except (EngineError, sa.exc.SQLAlchemyError) as exc:
             why = db.error_message(exc) if hasattr(exc, "orig") else str(exc)
             reason = one_line(f"could not read the task's inputs: {why}")
@@ -615,9 +631,13 @@ class Worker:
             self._report_pending(now)
             raise EngineError(f"worker job {self.job.id} was declared dead (no heartbeat in time); "
                               "its tasks were killed, start the worker again")
+        if self.waiting and self.outage.due() and not self.stopping:  # the database may be back
+            waiting, self.waiting = self.waiting, []
+            for row in waiting:
+                self._launch(row)
         claimed = 0
-        free = self.concurrency - len(self.children)
-        if free > 0 and not self.stopping and not self.unreported:  # unreported: the database is down
+        free = self.concurrency - len(self.children) - len(self.waiting)
+        if free > 0 and not self.stopping and not self.unreported and not self.waiting:  # the database is down
             rows = self._db("claiming tasks", lambda: self._claim(free, now), [])
             for row in rows:
                 log.info("ti %s: starting try %s of %s.%s (run %s, map_index %s)", row["ti_id"], row["try_number"],
@@ -655,6 +675,10 @@ class Worker:
         if self.children:
             log.warning("killing %s task(s) still running; handing them back", len(self.children))
             self._kill_all(SHUTDOWN_REASON, grace=KILL_GRACE if self._signals < 2 else 0, release=True)
+        # tries still waiting for their inputs never started: hand them back (no retry used)
+        self.unreported += [Outcome(r["ti_id"], r["try_number"], 0, reason=SHUTDOWN_REASON, release=True)
+                            for r in self.waiting]
+        self.waiting = []
         self.outage.retry_at = 0.0  # last chance: try the database once more now
         self._report_pending()
         for o in self.unreported:

@@ -335,3 +335,34 @@ def test_a_trigger_finishes_its_task_and_a_mapped_downstream_expands_over_its_re
     hist = sql(eng, "SELECT state FROM task_instance_history WHERE task_id = 'wait'")
     assert [h.state for h in hist] == ["success"]
     assert sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'scenario'")[0][0] == "success"
+
+
+def test_a_try_whose_inputs_cannot_be_read_during_an_outage_waits_for_the_database(eng, tmp_path, monkeypatch):
+    """The database goes away while a worker reads a claimed try's inputs: the try waits (it
+    stays claimed and heartbeated) and starts once the database answers; no retry is used."""
+    import sqlalchemy as sa
+
+    from engine import worker as worker_mod
+
+    cfg = _setup(eng, tmp_path, """
+        with DAG("e2e", max_active_tasks=None):
+            extract = PythonTask("extract", python_callable="rtasks:extract")
+            load = PythonTask("load", python_callable="rtasks:load", op_kwargs={"rows": extract.output, "table": "t"})
+    """)
+    real, outage = worker_mod.resolve_inputs, {"left": 3}
+
+    def unreachable(conn, row):
+        if outage["left"]:
+            outage["left"] -= 1
+            raise sa.exc.OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"),
+                                          connection_invalidated=True)
+        return real(conn, row)
+    monkeypatch.setattr(worker_mod, "resolve_inputs", unreachable)
+    trigger(eng, "e2e")
+    worker = Worker(eng, cfg, concurrency=4)
+    worker.outage.first = worker.outage.cap = 0.05
+    settle(eng, cfg, "e2e", worker)
+    assert outage["left"] == 0
+    assert ti_states(eng, "e2e") == {"extract": "success", "load": "success"}
+    assert results(eng, "e2e")["load"] == {"table": "t", "total": 6}
+    assert sql(eng, "SELECT try_number FROM task_instance WHERE task_id = 'load'")[0][0] == 1  # no retry used
