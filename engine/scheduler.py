@@ -34,6 +34,7 @@ from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
 ANALYZE_MIN_ROWS = 1000    # analyze_stale_v1: a table that changed by fewer rows is never re-analyzed
+ANALYZE_IDLE_EVERY = 60.0  # s: after an idle pass, analyze_stale runs again only this long after its last call
 
 
 class Scheduler:
@@ -46,6 +47,8 @@ class Scheduler:
         self.listener: wakeup.Listener | None = None     # set by loop() (PostgreSQL wake-ups)
         self.passes = 0        # passes run by this process
         self.idle_passes = 0   # of which idle: nothing done, nothing busy, no error (no tick_log row)
+        self._analyzed_at = float("-inf")  # monotonic time of the last analyze_stale call
+        self._worked = True    # the previous pass did work (or there was none)
 
     def start(self) -> None:
         if self.job.id is None:
@@ -97,10 +100,16 @@ class Scheduler:
                 conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
         created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
         # Statistics of the busy tables before the steps planned on them (analyze_stale_v1: one
-        # catalog read unless a table changed by analyze_fraction since its last ANALYZE).
-        analyzed = step("analyze_stale", lambda conn: db.run(
-            conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all()) \
-            if cfg.analyze_fraction > 0 else None
+        # catalog read unless a table changed by analyze_fraction since its last ANALYZE); not in
+        # every idle pass: after a pass that did work, when this one created or started runs, or
+        # ANALYZE_IDLE_EVERY after the last call (what workers and triggerers changed meanwhile).
+        analyzed = None
+        new_runs = created is not None and (created.runs_created or created.runs_started)
+        if cfg.analyze_fraction > 0 and (self._worked or new_runs
+                                         or time.monotonic() - self._analyzed_at >= ANALYZE_IDLE_EVERY):
+            self._analyzed_at = time.monotonic()
+            analyzed = step("analyze_stale", lambda conn: db.run(
+                conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all())
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
         def queue(conn):
             rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now, **queue_knobs(cfg)).all()
@@ -148,7 +157,8 @@ class Scheduler:
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
         self.passes += 1
-        if not did_work(summary):
+        self._worked = did_work(summary)
+        if not self._worked:
             # An idle pass leaves no row (tick_log would gain one per second per scheduler):
             # it is counted in memory (metrics) and the heartbeat shows the scheduler is alive.
             self.idle_passes += 1

@@ -95,7 +95,7 @@ def main() -> None:
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
     tmp = Path(tempfile.mkdtemp(prefix="bench-idle-"))
-    env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(tmp),
+    env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(tmp), "ENGINE_DAGS_FOLDER": str(tmp / "dags"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     engine_bin = shutil.which("engine", path=str(Path(sys.executable).parent)) or "engine"
     subprocess.run([engine_bin, "db", "upgrade"], env=env, check=True, capture_output=True)
@@ -111,6 +111,13 @@ def main() -> None:
             out = open(tmp / f"{name}.log", "ab")
             services[name] = subprocess.Popen([sys.executable, "-c", COUNTED, str(tmp / f"{name}.count"), name],
                                               env=env, stdout=out, stderr=subprocess.STDOUT)
+        # Warm-up: every service has started (imported, connected, sent a statement; tens of
+        # seconds on a loaded machine), then 5 s more.
+        end = time.monotonic() + 180
+        while time.monotonic() < end and not all(
+                (tmp / f"{n}.count").exists() and json.loads((tmp / f"{n}.count").read_text())["statements"] > 0
+                for n in services):
+            time.sleep(0.5)
         time.sleep(5)
 
         def sample():
