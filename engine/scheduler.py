@@ -49,6 +49,7 @@ class Scheduler:
         self.idle_passes = 0   # of which idle: nothing done, nothing busy, no error (no tick_log row)
         self._analyzed_at = float("-inf")  # monotonic time of the last analyze_stale call
         self._worked = True    # the previous pass did work (or there was none)
+        self._conn = None      # the connection the steps of the pass in progress share
 
     def start(self) -> None:
         if self.job.id is None:
@@ -57,11 +58,19 @@ class Scheduler:
     def _step(self, name: str, busy: list[str], errors: list[dict], fn):
         """Run fn(conn) in its own transaction. None, and `name` in busy, when its lock is held
         (or it met a deadlock: the next pass tries again); None, and an entry in errors, when the
-        database refused it. An unreachable database propagates (the loop backs off)."""
+        database refused it. An unreachable database propagates (the loop backs off). The steps
+        of a pass share one connection (one checkout, one pool pre-ping per pass), each step in
+        its own transaction; after any error the next step checks out a fresh one."""
         try:
-            with db.connect(self.eng) as conn:
-                return fn(conn)
+            if self._conn is None:
+                try:
+                    self._conn = self.eng.connect()  # closed at the end of the pass (_release)
+                except db.operational_errors() as exc:
+                    raise db.describe_connect_error(self.eng.url.render_as_string(hide_password=False), exc) from None
+            with self._conn.begin():
+                return fn(self._conn)
         except db.dbapi_errors() as exc:
+            self._release()
             if db.is_lock_busy(exc) or db.is_transient(exc):
                 busy.append(name)
                 return None
@@ -71,6 +80,17 @@ class Scheduler:
             log.error("step %s failed: %s; the pass goes on with the other steps", name, message)
             errors.append({"step": name, "error": message})
             return None
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may refuse to close
+                pass
 
     def run_once(self, now: datetime | None = None, woken: bool = False) -> dict:
         """One scheduling pass. ``now`` replaces the database clock (tests inject time).
@@ -156,6 +176,7 @@ class Scheduler:
             "errors": errors,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
+        self._release()
         self.passes += 1
         self._worked = did_work(summary)
         if not self._worked:

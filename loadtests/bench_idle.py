@@ -5,7 +5,8 @@
     python loadtests/bench_idle.py [--dialect postgresql|mysql] [--database-url URL] [--seconds 30]
 
 A fresh database (`bench_idle` on the local server of the dialect unless --database-url names
-one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The services run with default settings; after a 5 s warm-up, for --seconds:
+one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The services run with default settings; once each has sent a statement
+and 5 s more (warm-up), for --seconds:
 
   * CPU: user + system time of each service and its descendants (the worker's zygote), from
     /proc, as a share of one core;
@@ -130,7 +131,8 @@ def main() -> None:
             if p.poll() is not None:
                 raise SystemExit(f"{n} exited: {(tmp / f'{n}.log').read_text()[-2000:]}")
         span = t1 - t0
-        print(f"bench_idle on {args.dialect}: idle scheduler + worker + triggerer for {span:.0f} s; {load()}")
+        dialect = "mysql" if url.startswith("mysql") else "postgresql"
+        print(f"bench_idle on {dialect}: idle scheduler + worker + triggerer for {span:.0f} s; {load()}")
         cpu_total = stmt_total = 0.0
         for n in services:
             cpu = (s1[n][0] - s0[n][0]) / span * 100
