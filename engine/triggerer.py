@@ -49,6 +49,7 @@ class Fired:
     error: str | None
     refusals: int = 0  # how often the database refused to record this fire
     final: str | None = None  # 'success' / 'failed': the event ends the try (TriggerEvent(final=True))
+    event_json: str | None = None  # the event as JSON, when known in advance (time triggers)
 
 
 def _moment(trigger) -> datetime | None:
@@ -68,7 +69,7 @@ class Triggerer:
         # Time triggers (DateTimeTrigger, TimeDeltaTrigger and subclasses that keep their run()):
         # no task each, but one heap of (moment, trigger id) and one clock task (_clock) that
         # fires every due one at once: 10,000 due at one instant cost one wake-up, not 10,000.
-        self.timers: dict[int, datetime] = {}
+        self.timers: dict[int, tuple[datetime, str]] = {}  # trigger id -> (moment, its event as JSON)
         self._heap: list[tuple[datetime, int]] = []
         self._clock_task: asyncio.Task | None = None
         self._clock_changed: asyncio.Event | None = None
@@ -95,7 +96,8 @@ class Triggerer:
         ordered = sorted({f.trigger_id: f for f in batch}.values(), key=lambda f: f.trigger_id)
         with db.connect(self.eng) as conn:
             rows = db.run(conn, "fire_triggers", trigger_ids=[f.trigger_id for f in ordered],
-                          events=[None if f.error is not None else json.dumps(f.event) for f in ordered],
+                          events=[None if f.error is not None else f.event_json or json.dumps(f.event)
+                                  for f in ordered],
                           errors=[f.error for f in ordered], finals=[f.final for f in ordered], now=now,
                           boost=self.cfg.resume_priority_boost,
                           max_bytes=getattr(self.cfg, "max_result_bytes", 65536)).all()
@@ -167,7 +169,8 @@ class Triggerer:
         if moment is None:
             self.tasks[tid] = asyncio.create_task(self._run(tid, trigger), name=f"trigger-{tid}")
             return
-        self.timers[tid] = moment
+        # the event, serialized now: a burst of time triggers is reported without that work
+        self.timers[tid] = (moment, json.dumps({"moment": moment.isoformat()}))
         heapq.heappush(self._heap, (moment, tid))
         if self._clock_task is None:
             self._clock_changed = asyncio.Event()
@@ -186,9 +189,10 @@ class Triggerer:
                 due = 0
                 while self._heap and self._heap[0][0] <= now:
                     moment, tid = heapq.heappop(self._heap)
-                    if self.timers.get(tid) == moment:
+                    timer = self.timers.get(tid)
+                    if timer is not None and timer[0] == moment:
                         del self.timers[tid]
-                        self.fired.append(Fired(tid, {"moment": moment.isoformat()}, None))
+                        self.fired.append(Fired(tid, None, None, event_json=timer[1]))
                         due += 1
                 if due and self._wake is not None:
                     self._wake.set()
