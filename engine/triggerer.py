@@ -1,5 +1,6 @@
 """The triggerer service (`engine triggerer`): runs the triggers of deferred TIs as asyncio tasks,
-thousands at once in one process, and reports each event or error through fire_triggers_v1.
+thousands at once in one process (time triggers as entries of one heap that one clock task
+fires, see _clock), and reports each event or error through fire_triggers_v1.
 The database decides what a fired trigger means (queued with its slot, scheduled with a
 priority boost, or a failed try); this module only runs triggers (docs/deferral.md).
 
