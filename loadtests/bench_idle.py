@@ -5,8 +5,9 @@
     python loadtests/bench_idle.py [--dialect postgresql|mysql] [--database-url URL] [--seconds 30]
 
 A fresh database (`bench_idle` on the local server of the dialect unless --database-url names
-one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The services run with default settings; once each has sent a statement
-and 5 s more (warm-up), for --seconds:
+one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The
+services run with default settings; once each has sent a statement and 5 s more (warm-up), for
+--seconds:
 
   * CPU: user + system time of each service and its descendants (the worker's zygote), from
     /proc, as a share of one core;

@@ -81,7 +81,8 @@ def setup(eng, n: int, lead: float, spread: float) -> dict[int, datetime]:
     # autovacuum off would otherwise plan on hundreds of thousands of dead rows).
     with eng.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
         for table in ("task_instance", trig):
-            c.execute(sa.text(f"VACUUM ANALYZE {table}" if eng.dialect.name == "postgresql" else f"ANALYZE TABLE {table}"))
+            pg = eng.dialect.name == "postgresql"
+            c.execute(sa.text(f"VACUUM ANALYZE {table}" if pg else f"ANALYZE TABLE {table}"))
     moments = {i: first + timedelta(microseconds=round((i - 1) * step * 1e6)) for i in ids}
     return moments
 
@@ -193,10 +194,12 @@ def main() -> int:
                                 "after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
         results["runs"].append(r)
         lat = r["fire_to_queued_ms"] or {}
+        late = " (AFTER the first moment: raise --lead)" if r["claimed_after_first_moment"] else ""
         print(f"{r['triggers']:,} triggers over {spread:g} s: {r['resumed']:,} resumed; fire-to-queued p50 "
               f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, max {lat.get('max')} ms; claimed all in "
-              f"{r['claim_all_s']} s{' (AFTER the first moment: raise --lead)' if r['claimed_after_first_moment'] else ''}; "
-              f"all queued and committed {r['all_queued_visible_ms']} ms after the last moment; setup {r['setup_s']} s; RSS {r['rss_mb_holding_all']} MB holding all, peak {r['rss_mb_peak']} MB; "
+              f"{r['claim_all_s']} s{late}; all queued and committed {r['all_queued_visible_ms']} ms after the "
+              f"last moment; setup {r['setup_s']} s; RSS {r['rss_mb_holding_all']} MB holding all, peak "
+              f"{r['rss_mb_peak']} MB; "
               f"load average (1/5/15 min, {os.cpu_count()} CPUs) before {r['load_avg_1_5_15']['before']}, "
               f"after {r['load_avg_1_5_15']['after']}", flush=True)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
