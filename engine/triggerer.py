@@ -56,9 +56,12 @@ class Fired:
 def _moment(trigger) -> datetime | None:
     """When a time trigger fires (its fire_at()), or None for a trigger that needs a task: any
     other, or a time trigger subclass with its own run()."""
-    if isinstance(trigger, DateTimeTrigger) and type(trigger).run is DateTimeTrigger.run:
-        return trigger.fire_at()
-    return None
+    if not (isinstance(trigger, DateTimeTrigger) and type(trigger).run is DateTimeTrigger.run):
+        return None
+    moment = trigger.fire_at()  # a subclass may compute it: checked here, not in the clock
+    if not isinstance(moment, datetime):
+        raise TypeError(f"{type(trigger).__name__}.fire_at() returned {type(moment).__name__}, not a datetime")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)  # naive means UTC
 
 
 class Triggerer:

@@ -12,13 +12,21 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from engine.dagsync import sync
-from engine.triggerer import Triggerer
+from engine.triggerer import Triggerer, _moment
+from engine.triggers import DateTimeTrigger
 from tests.cluster import FAST, REPO, Cluster
-from tests.deferral import cli, defer, fire, quoted, states
+from tests.deferral import FAR, cli, defer, fire, quoted, states
 from tests.helpers import claim, sql, sync_source, tick, trigger
+
+
+class NotWhen(DateTimeTrigger):
+    def fire_at(self):
+        return "soon"
+
 
 USER_TRIGGERS = '''
 import asyncio
@@ -110,6 +118,8 @@ def test_time_triggers_are_timers_not_tasks(eng, cfg, tmp_path):
     async def main():
         first = await trig.run_once()
         assert (first["claimed"], first["running"], len(trig.timers), len(trig.tasks)) == (3, 3, 2, 1)
+        with pytest.raises(TypeError, match="NotWhen.fire_at.. returned str"):  # fails its load, not the clock
+            _moment(NotWhen(FAR))
         far = ti_row(eng, tis["t2"]).trigger_id
         fire(eng, far, {"elsewhere": True})  # fired by someone else: this triggerer drops its timer
         await passes(trig, lambda: states(eng, "d").get("queued", 0) == 2)
