@@ -34,6 +34,7 @@ from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
 ANALYZE_MIN_ROWS = 1000    # analyze_stale_v1: a table that changed by fewer rows is never re-analyzed
+ANALYZE_IDLE_EVERY = 60.0  # s: after an idle pass, analyze_stale runs again only this long after its last call
 
 
 class Scheduler:
@@ -46,6 +47,9 @@ class Scheduler:
         self.listener: wakeup.Listener | None = None     # set by loop() (PostgreSQL wake-ups)
         self.passes = 0        # passes run by this process
         self.idle_passes = 0   # of which idle: nothing done, nothing busy, no error (no tick_log row)
+        self._analyzed_at = float("-inf")  # monotonic time of the last analyze_stale call
+        self._worked = True    # the previous pass did work (or there was none)
+        self._conn = None      # the connection the steps of the pass in progress share
 
     def start(self) -> None:
         if self.job.id is None:
@@ -54,11 +58,19 @@ class Scheduler:
     def _step(self, name: str, busy: list[str], errors: list[dict], fn):
         """Run fn(conn) in its own transaction. None, and `name` in busy, when its lock is held
         (or it met a deadlock: the next pass tries again); None, and an entry in errors, when the
-        database refused it. An unreachable database propagates (the loop backs off)."""
+        database refused it. An unreachable database propagates (the loop backs off). The steps
+        of a pass share one connection (one checkout, one pool pre-ping per pass), each step in
+        its own transaction; after any error the next step checks out a fresh one."""
         try:
-            with db.connect(self.eng) as conn:
-                return fn(conn)
+            if self._conn is None:
+                try:
+                    self._conn = self.eng.connect()  # closed at the end of the pass (_release)
+                except db.operational_errors() as exc:
+                    raise db.describe_connect_error(self.eng.url.render_as_string(hide_password=False), exc) from None
+            with self._conn.begin():
+                return fn(self._conn)
         except db.dbapi_errors() as exc:
+            self._release()
             if db.is_lock_busy(exc) or db.is_transient(exc):
                 busy.append(name)
                 return None
@@ -68,6 +80,17 @@ class Scheduler:
             log.error("step %s failed: %s; the pass goes on with the other steps", name, message)
             errors.append({"step": name, "error": message})
             return None
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may refuse to close
+                pass
 
     def run_once(self, now: datetime | None = None, woken: bool = False) -> dict:
         """One scheduling pass. ``now`` replaces the database clock (tests inject time).
@@ -97,10 +120,16 @@ class Scheduler:
                 conn, "requeue_stuck", timeout=cfg.queued_timeout, max_requeues=cfg.max_requeues, now=now).one())
         created = step("create_dag_runs", lambda conn: db.run(conn, "create_dag_runs", now=now).one())
         # Statistics of the busy tables before the steps planned on them (analyze_stale_v1: one
-        # catalog read unless a table changed by analyze_fraction since its last ANALYZE).
-        analyzed = step("analyze_stale", lambda conn: db.run(
-            conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all()) \
-            if cfg.analyze_fraction > 0 else None
+        # catalog read unless a table changed by analyze_fraction since its last ANALYZE); not in
+        # every idle pass: after a pass that did work, when this one created or started runs, or
+        # ANALYZE_IDLE_EVERY after the last call (what workers and triggerers changed meanwhile).
+        analyzed = None
+        new_runs = created is not None and (created.runs_created or created.runs_started)
+        if cfg.analyze_fraction > 0 and (self._worked or new_runs
+                                         or time.monotonic() - self._analyzed_at >= ANALYZE_IDLE_EVERY):
+            self._analyzed_at = time.monotonic()
+            analyzed = step("analyze_stale", lambda conn: db.run(
+                conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all())
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
         def queue(conn):
             rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now, **queue_knobs(cfg)).all()
@@ -147,8 +176,10 @@ class Scheduler:
             "errors": errors,
             "duration_ms": round((time.monotonic() - started) * 1000, 1),
         }
+        self._release()
         self.passes += 1
-        if not did_work(summary):
+        self._worked = did_work(summary)
+        if not self._worked:
             # An idle pass leaves no row (tick_log would gain one per second per scheduler):
             # it is counted in memory (metrics) and the heartbeat shows the scheduler is alive.
             self.idle_passes += 1

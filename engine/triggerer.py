@@ -1,5 +1,6 @@
 """The triggerer service (`engine triggerer`): runs the triggers of deferred TIs as asyncio tasks,
-thousands at once in one process, and reports each event or error through fire_triggers_v1.
+thousands at once in one process (time triggers as entries of one heap that one clock task
+fires, see _clock), and reports each event or error through fire_triggers_v1.
 The database decides what a fired trigger means (queued with its slot, scheduled with a
 priority boost, or a failed try); this module only runs triggers (docs/deferral.md).
 
@@ -20,6 +21,7 @@ again as an error fire, and given up (logged) if that is refused too.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import logging
 import signal
@@ -33,7 +35,7 @@ from engine.db import DB_DOWN
 from engine.jobs import Job, beat_interval
 from engine.paths import dag_file
 from engine.taskvalues import check_event, error_text, one_line, result_text
-from engine.triggers import TriggerEvent, first_event, load_trigger, set_clock_offset
+from engine.triggers import DateTimeTrigger, TriggerEvent, db_now, first_event, load_trigger, set_clock_offset
 
 log = logging.getLogger("engine.triggerer")
 REPORT_BATCH = 1000  # fired triggers per fire_triggers_v1 call (one transaction)
@@ -48,6 +50,18 @@ class Fired:
     error: str | None
     refusals: int = 0  # how often the database refused to record this fire
     final: str | None = None  # 'success' / 'failed': the event ends the try (TriggerEvent(final=True))
+    event_json: str | None = None  # the event as JSON, when known in advance (time triggers)
+
+
+def _moment(trigger) -> datetime | None:
+    """When a time trigger fires (its fire_at()), or None for a trigger that needs a task: any
+    other, or a time trigger subclass with its own run()."""
+    if not (isinstance(trigger, DateTimeTrigger) and type(trigger).run is DateTimeTrigger.run):
+        return None
+    moment = trigger.fire_at()  # a subclass may compute it: checked here, not in the clock
+    if not isinstance(moment, datetime):
+        raise TypeError(f"{type(trigger).__name__}.fire_at() returned {type(moment).__name__}, not a datetime")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)  # naive means UTC
 
 
 class Triggerer:
@@ -56,6 +70,13 @@ class Triggerer:
         self.capacity = capacity or cfg.triggerer_capacity
         self.job = Job(eng, "triggerer", beat_interval(cfg))
         self.tasks: dict[int, asyncio.Task] = {}
+        # Time triggers (DateTimeTrigger, TimeDeltaTrigger and subclasses that keep their run()):
+        # no task each, but one heap of (moment, trigger id) and one clock task (_clock) that
+        # fires every due one at once: 10,000 due at one instant cost one wake-up, not 10,000.
+        self.timers: dict[int, tuple[datetime, str]] = {}  # trigger id -> (moment, its event as JSON)
+        self._heap: list[tuple[datetime, int]] = []
+        self._clock_task: asyncio.Task | None = None
+        self._clock_changed: asyncio.Event | None = None
         self.fired: list[Fired] = []          # ended, not yet reported (oldest first)
         self.outage = db.Outage(log, "triggers keep running, retrying")
         self.stopping = False
@@ -79,7 +100,8 @@ class Triggerer:
         ordered = sorted({f.trigger_id: f for f in batch}.values(), key=lambda f: f.trigger_id)
         with db.connect(self.eng) as conn:
             rows = db.run(conn, "fire_triggers", trigger_ids=[f.trigger_id for f in ordered],
-                          events=[None if f.error is not None else json.dumps(f.event) for f in ordered],
+                          events=[None if f.error is not None else f.event_json or json.dumps(f.event)
+                                  for f in ordered],
                           errors=[f.error for f in ordered], finals=[f.final for f in ordered], now=now,
                           boost=self.cfg.resume_priority_boost,
                           max_bytes=getattr(self.cfg, "max_result_bytes", 65536)).all()
@@ -144,10 +166,54 @@ class Triggerer:
             folder = str(dag_file(row["fileloc"], self.cfg.dags_path).parent) if row.get("fileloc") else None
             trigger = load_trigger(row["classpath"], row["kwargs"], folder)
             trigger.created_at = row["created_at"]
+            moment = _moment(trigger)
         except BaseException as exc:  # noqa: BLE001 - any error of user code (SystemExit too) is the trigger's
             self.fired.append(Fired(tid, None, one_line(f"trigger could not be loaded: {error_text(exc)}")))
             return
-        self.tasks[tid] = asyncio.create_task(self._run(tid, trigger), name=f"trigger-{tid}")
+        if moment is None:
+            self.tasks[tid] = asyncio.create_task(self._run(tid, trigger), name=f"trigger-{tid}")
+            return
+        # the event, serialized now: a burst of time triggers is reported without that work
+        self.timers[tid] = (moment, json.dumps({"moment": moment.isoformat()}))
+        heapq.heappush(self._heap, (moment, tid))
+        if self._clock_task is None:
+            self._clock_changed = asyncio.Event()
+            self._clock_task = asyncio.create_task(self._clock(), name="trigger-clock")
+        elif self._heap[0] == (moment, tid):  # earlier than the clock waits for
+            self._clock_changed.set()
+
+    async def _clock(self) -> None:
+        """Fire the due time triggers, all at once, by the database clock (triggers.db_now), as
+        their run() would: the event is {"moment": ISO 8601}. Sleeps until the earliest moment,
+        at most 60 s at a time (the clock offset is measured again every pass), or until an
+        earlier one is added."""
+        try:
+            while self.timers:
+                now = db_now()
+                due = 0
+                while self._heap and self._heap[0][0] <= now:
+                    moment, tid = heapq.heappop(self._heap)
+                    timer = self.timers.get(tid)
+                    if timer is not None and timer[0] == moment:
+                        del self.timers[tid]
+                        self.fired.append(Fired(tid, None, None, event_json=timer[1]))
+                        due += 1
+                if due and self._wake is not None:
+                    self._wake.set()
+                if not self.timers:
+                    break
+                while self._heap[0][1] not in self.timers:  # cancelled: dropped from the heap
+                    heapq.heappop(self._heap)
+                self._clock_changed.clear()
+                left = (self._heap[0][0] - db_now()).total_seconds()
+                if left > 0:
+                    try:
+                        await asyncio.wait_for(self._clock_changed.wait(), min(left, 60.0))
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            self._heap.clear() if not self.timers else None
+            self._clock_task = None
 
     async def _run(self, tid: int, trigger) -> None:
         try:
@@ -180,44 +246,55 @@ class Triggerer:
                 self._wake.set()
 
     async def _cancel(self, ids) -> None:
-        tasks = [self.tasks.pop(i) for i in list(ids) if i in self.tasks]
+        ids = list(ids)
+        for i in ids:
+            self.timers.pop(i, None)  # its heap entry is skipped when it comes due
+        tasks = [self.tasks.pop(i) for i in ids if i in self.tasks]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # ---- the service -----------------------------------------------------------------------------
     async def run_once(self, now=None) -> dict:
-        counts = {"claimed": 0, "fired": 0, "cancelled": 0, "running": len(self.tasks)}
+        counts = {"claimed": 0, "fired": 0, "cancelled": 0, "running": self.held()}
         if self.job.id is None and await self._db("registering the triggerer", self.job.register) is None:
             return counts
         counts["fired"] = await self.report(now)
         if not await self._db("heartbeating", lambda: self.job.heartbeat(now=now), True):
             # Another triggerer judged us dead and may run our triggers: drop them, start afresh.
             log.error("triggerer job %s was declared dead; dropping %s trigger(s), registering again",
-                      self.job.id, len(self.tasks))
-            counts["cancelled"] += len(self.tasks)
-            await self._cancel(list(self.tasks))
+                      self.job.id, self.held())
+            counts["cancelled"] += self.held()
+            await self._cancel([*self.tasks, *self.timers])
             if await self._db("registering the triggerer", self.job.register) is None:
                 return counts
-        free = 0 if self.stopping else self.capacity - len(self.tasks)
+        free = 0 if self.stopping else self.capacity - self.held()
         claimed = await self._db("claiming triggers", lambda: self._claim(free, now))
         if claimed is not None:
             rows, owned = claimed
-            gone = [i for i in self.tasks if i not in owned]
+            gone = [i for i in [*self.tasks, *self.timers] if i not in owned]
             counts["cancelled"] += len(gone)
             await self._cancel(gone)
             for row in rows:
-                if row["trigger_id"] not in self.tasks:
+                if row["trigger_id"] not in self.tasks and row["trigger_id"] not in self.timers:
                     self._start(row)
                     counts["claimed"] += 1
         counts["fired"] += await self.report(now)  # triggers that could not even load
-        counts["running"] = len(self.tasks)
+        counts["running"] = self.held()
         return counts
+
+    def held(self) -> int:
+        """How many triggers this process runs (tasks and timers)."""
+        return len(self.tasks) + len(self.timers)
 
     async def stop(self) -> None:
         """Cancel the triggers, report what already fired, hand the rest back, finish the job."""
         self.stopping = True
-        await self._cancel(list(self.tasks))
+        await self._cancel([*self.tasks, *self.timers])
+        if self._clock_task is not None:
+            self._clock_task.cancel()
+            await asyncio.gather(self._clock_task, return_exceptions=True)
+            self._clock_task = None
         self.outage.retry_at = 0.0
         await self.report()
         if self.job.id is not None:

@@ -5,7 +5,9 @@
     python loadtests/bench_idle.py [--dialect postgresql|mysql] [--database-url URL] [--seconds 30]
 
 A fresh database (`bench_idle` on the local server of the dialect unless --database-url names
-one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The services run with default settings; after a 5 s warm-up, for --seconds:
+one: that database is DROPPED and re-created) with one DAG synced and nothing triggered. The
+services run with default settings; once each has sent a statement and 5 s more (warm-up), for
+--seconds:
 
   * CPU: user + system time of each service and its descendants (the worker's zygote), from
     /proc, as a share of one core;
@@ -95,7 +97,7 @@ def main() -> None:
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
     tmp = Path(tempfile.mkdtemp(prefix="bench-idle-"))
-    env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(tmp),
+    env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(tmp), "ENGINE_DAGS_FOLDER": str(tmp / "dags"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     engine_bin = shutil.which("engine", path=str(Path(sys.executable).parent)) or "engine"
     subprocess.run([engine_bin, "db", "upgrade"], env=env, check=True, capture_output=True)
@@ -111,6 +113,13 @@ def main() -> None:
             out = open(tmp / f"{name}.log", "ab")
             services[name] = subprocess.Popen([sys.executable, "-c", COUNTED, str(tmp / f"{name}.count"), name],
                                               env=env, stdout=out, stderr=subprocess.STDOUT)
+        # Warm-up: every service has started (imported, connected, sent a statement; tens of
+        # seconds on a loaded machine), then 5 s more.
+        end = time.monotonic() + 180
+        while time.monotonic() < end and not all(
+                (tmp / f"{n}.count").exists() and json.loads((tmp / f"{n}.count").read_text())["statements"] > 0
+                for n in services):
+            time.sleep(0.5)
         time.sleep(5)
 
         def sample():
@@ -123,7 +132,8 @@ def main() -> None:
             if p.poll() is not None:
                 raise SystemExit(f"{n} exited: {(tmp / f'{n}.log').read_text()[-2000:]}")
         span = t1 - t0
-        print(f"bench_idle on {args.dialect}: idle scheduler + worker + triggerer for {span:.0f} s; {load()}")
+        dialect = "mysql" if url.startswith("mysql") else "postgresql"
+        print(f"bench_idle on {dialect}: idle scheduler + worker + triggerer for {span:.0f} s; {load()}")
         cpu_total = stmt_total = 0.0
         for n in services:
             cpu = (s1[n][0] - s0[n][0]) / span * 100

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
-from engine import db
-from tests.helpers import run_sql_file, sync_source, tick
+from engine import db, scheduler
+from tests.helpers import run_sql_file, sync_source, tick, trigger
 
 DAG_SRC = """
 with DAG("surge"):
@@ -63,3 +63,37 @@ def test_a_surge_is_analyzed_once_a_quiet_table_never_and_nobody_waits(eng, cfg,
         assert time.monotonic() - started < 30     # no lock wait (innodb_lock_wait_timeout is 50 s)
         holder.rollback()
     assert "dag_run" in until(lambda: analyze(eng, fraction=0, min_rows=1000), "dag_run analyzed once the lock is free")
+
+
+def test_an_idle_scheduler_checks_statistics_now_and_then(eng, cfg, tmp_path, monkeypatch):
+    """analyze_stale runs in the first pass, after a pass that did work and in a pass that
+    starts runs, but an idle pass after an idle pass skips it until ANALYZE_IDLE_EVERY has
+    passed since its last call (issue 12 item 5: idle cost)."""
+    sync_source(eng, tmp_path / "dags", DAG_SRC)
+    sent = []
+
+    def seen(conn, cursor, statement, *args):
+        sent.append("analyze_stale" in statement)
+    sa.event.listen(eng, "before_cursor_execute", seen)
+    s = scheduler.Scheduler(eng, cfg)
+    try:
+        def calls() -> int:
+            sent.clear()
+            s.run_once()
+            return sum(sent)
+        assert calls() == 1                            # the first pass (a new process: `engine tick`)
+        for _ in range(5):                             # until a pass follows an idle one
+            if calls() == 0:
+                break
+        else:
+            raise AssertionError("every pass checked statistics")
+        assert calls() == 0                            # idle after idle: skipped
+        monkeypatch.setattr(scheduler, "ANALYZE_IDLE_EVERY", 0.0)
+        assert calls() == 1                            # due again by time
+        monkeypatch.setattr(scheduler, "ANALYZE_IDLE_EVERY", 3600.0)
+        assert calls() == 0
+        trigger(eng, "surge")                          # a run to start: this pass checks statistics
+        assert calls() == 1
+    finally:
+        sa.event.remove(eng, "before_cursor_execute", seen)
+        s.stop()

@@ -12,13 +12,21 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from engine.dagsync import sync
-from engine.triggerer import Triggerer
+from engine.triggerer import Triggerer, _moment
+from engine.triggers import DateTimeTrigger
 from tests.cluster import FAST, REPO, Cluster
-from tests.deferral import cli, defer, quoted, states
+from tests.deferral import FAR, cli, defer, fire, quoted, states
 from tests.helpers import claim, sql, sync_source, tick, trigger
+
+
+class NotWhen(DateTimeTrigger):
+    def fire_at(self):
+        return "soon"
+
 
 USER_TRIGGERS = '''
 import asyncio
@@ -95,6 +103,37 @@ def test_triggerer_runs_time_user_and_failing_triggers(eng, cfg, tmp_path):
     t2 = rows[ti_row(eng, tis["t2"]).trigger_id]
     assert (json.loads(t2.event) if isinstance(t2.event, str) else t2.event) == {"counted": 3}
     assert sql(eng, "SELECT state FROM job WHERE id = :j", j=trig.job.id) == [("success",)]
+
+
+def test_time_triggers_are_timers_not_tasks(eng, cfg, tmp_path):
+    """Time triggers wait in one heap (no asyncio task each): the due one fires with the event
+    its run() would return, one fired elsewhere is dropped, a subclass with its own run() and
+    every other trigger keep a task; the capacity counts both."""
+    tis = three_claimed(eng, cfg, tmp_path)
+    defer(eng, tis["t1"], "engine.triggers:TimeDeltaTrigger", {"seconds": 0.3})
+    defer(eng, tis["t2"])  # a DateTimeTrigger far away
+    defer(eng, tis["t3"], "engine.triggers:EventTrigger", {"key": "k"})
+    trig = Triggerer(eng, cfg)
+
+    async def main():
+        first = await trig.run_once()
+        assert (first["claimed"], first["running"], len(trig.timers), len(trig.tasks)) == (3, 3, 2, 1)
+        with pytest.raises(TypeError, match="NotWhen.fire_at.. returned str"):  # fails its load, not the clock
+            _moment(NotWhen(FAR))
+        far = ti_row(eng, tis["t2"]).trigger_id
+        fire(eng, far, {"elsewhere": True})  # fired by someone else: this triggerer drops its timer
+        await passes(trig, lambda: states(eng, "d").get("queued", 0) == 2)
+        assert far not in trig.timers and list(trig.tasks) == [ti_row(eng, tis["t3"]).trigger_id]
+        await trig.stop()
+        assert (trig.timers, trig.tasks, trig._clock_task) == ({}, {}, None)
+    asyncio.run(main())
+
+    g = sql(eng, f"SELECT created_at, fired_at, event FROM {quoted(eng, 'trigger')} WHERE id = :i",
+            i=ti_row(eng, tis["t1"]).trigger_id)[0]
+    event = json.loads(g.event) if isinstance(g.event, str) else g.event
+    moment = datetime.fromisoformat(event["moment"])
+    assert moment >= g.created_at.replace(tzinfo=moment.tzinfo) + timedelta(seconds=0.3)  # its fire_at(), as run()
+    assert (g.fired_at - g.created_at).total_seconds() >= 0.3  # by the database clock
 
 
 def test_event_trigger_via_engine_events_send_and_timeout(eng, cfg, tmp_path, db_url):
