@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine import db
+from engine import db, wakeup
 from tests.helpers import claim, sql, sync_source, tick, trigger
 
 
@@ -97,3 +97,18 @@ def test_an_empty_batch_and_arrays_of_different_lengths(eng, cfg, tmp_path):
             db.run(conn, "finish_tis", ti_ids=[tis["a"].ti_id], try_numbers=[tis["a"].try_number], exit_codes=[],
                    timed_outs=[False], reasons=[None], results=[None], now=None, max_bytes=None).all()
     assert dict(sql(eng, "SELECT task_id, state FROM task_instance WHERE dag_id = 'b'")) == {"a": "running"}
+
+
+def test_a_batch_wakes_the_scheduler_once_it_commits(eng, cfg, tmp_path, dialect):
+    if dialect != "postgresql":
+        pytest.skip("MySQL/MariaDB have no LISTEN/NOTIFY: the scheduler polls")
+    tis = setup_dag(eng, cfg, tmp_path, ["a"])
+    listener = wakeup.Listener(eng, "listen_scheduler")
+    try:
+        assert listener.open()
+        listener.wait(0.01)  # whatever the setup sent
+        assert finish_batch(eng, [(tis["a"], 0, False, None, None)]) == [(tis["a"].ti_id, tis["a"].try_number,
+                                                                          "success")]
+        assert listener.wait(60) is True
+    finally:
+        listener.close()
