@@ -322,13 +322,22 @@ def ensure_database(eng: Engine) -> str | None:
 
 
 @contextmanager
-def connect(eng: Engine):
-    """A connection in a transaction; connection failures become one-line EngineErrors."""
+def connect(eng: Engine, one_statement: bool = False):
+    """A connection in a transaction; connection failures become one-line EngineErrors.
+
+    one_statement: the caller sends a single statement (a procedure call is atomic by itself).
+    On PostgreSQL it then runs in autocommit, as its own transaction: one round trip instead of
+    three (psycopg sends BEGIN, the statement and COMMIT separately). On MySQL/MariaDB it is a
+    transaction as usual (in autocommit each statement inside a procedure commits by itself)."""
     try:
         conn = eng.connect()
     except operational_errors() as exc:
         raise describe_connect_error(str(eng.url.render_as_string(hide_password=False)), exc) from None
     try:
+        if one_statement and conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+            return
         with conn.begin():
             yield conn
     finally:

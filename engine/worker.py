@@ -393,14 +393,16 @@ class Worker:
         """Report every finished try not yet in the database, oldest first. While the database
         is unreachable they wait; a report it refuses fails that try instead (_refused).
 
-        Several reports go in one transaction (tries that ended together: one round of
-        connect/commit instead of one per try), their finishes in one finish_tis call. If that transaction fails (one report refused,
-        the database down), nothing of it is committed and they are reported one by one,
-        which tells which report is refused."""
-        if len(self.unreported) > 1 and self.outage.due():
-            batch = list(self.unreported)
+        The reports go in one transaction (tries that ended together: one round of
+        connect/commit instead of one per try), every finish in one finish_tis call; when they
+        are all finishes that call is the whole transaction (PostgreSQL: in autocommit, one
+        round trip). If it fails (one report refused, the database down), nothing of it is
+        committed and they are reported one by one, which tells which report is refused."""
+        batch = list(self.unreported)
+        plain = [o for o in batch if not o.release and o.defer is None]
+        if batch and (len(batch) > 1 or plain) and self.outage.due():
             try:
-                with db.connect(self.eng) as conn:
+                with db.connect(self.eng, one_statement=len(plain) == len(batch)) as conn:
                     states = self._report_batch(conn, batch, now)
             except Exception:  # noqa: BLE001 - told apart by the one-by-one reports below
                 pass
@@ -643,7 +645,7 @@ class Worker:
         return {"claimed": claimed, "finished": finished, "running": len(self.children)}
 
     def _claim(self, limit: int, now=None) -> list[dict]:
-        with db.connect(self.eng) as conn:
+        with db.connect(self.eng, one_statement=True) as conn:
             return self._claimed(db.run(conn, "claim_tis", job_id=self.job.id, hostname=self.job.hostname,
                                         queues=self.queues, limit=limit, log_dir=str(self.cfg.log_path), now=now))
 

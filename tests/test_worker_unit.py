@@ -147,7 +147,7 @@ class FakeDB:
         self.queue, self.finished, self.released, self.down, self.alive, self.pending = [], [], [], False, True, 0
 
     @contextmanager
-    def connect(self, eng):
+    def connect(self, eng, **kw):
         if self.down:
             raise EngineError("database is unreachable (fake)")
         yield None
