@@ -9,9 +9,10 @@ names one: that database is DROPPED and re-created) gets one DAG of --tasks inde
 tasks (limits opened wide: pool unlimited, executor parallelism 100,000, max_active_runs and
 max_active_tasks high) and --runs triggered runs. Then, in this process, one scheduler thread
 calls the scheduler's steps in a loop (each its own transaction, as `engine tick` does) while
---workers worker threads claim up to --claim TIs at a time and report each one as exit 0
+--workers worker threads claim up to --claim TIs at a time and report them as exit 0
 in one finish_tis call (what a worker does when several tries end together; --per-ti: one
-finish_ti call each, all of one claim's in one transaction, as before finish_tis_v1). No task runs: it is the procedures' and the round trips' cost.
+finish_ti call each, all of one claim's in one transaction, as before finish_tis_v1). No task
+runs: it is the procedures' and the round trips' cost.
 
 Prints TIs/s from the first trigger to the last `success`, the share of each step, and the
 load average. Every TI must end `success` and every run `success` (checked: the bench fails
