@@ -137,7 +137,7 @@ def make_engine(url: str, schema: str | None = None) -> Engine:
     if is_mysql_url(url):
         kwargs = {"connect_args": mysql_connect_args(), "isolation_level": "READ COMMITTED"}
     try:
-        eng = sa.create_engine(url, pool_pre_ping=True, future=True, **kwargs)
+        eng = sa.create_engine(url, future=True, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
         raise EngineError(f"database URL {url!r} is not valid ({exc}); use e.g. postgresql+psycopg://user@host/db "
                           f"or mysql+pymysql://user@host/db") from None
@@ -145,7 +145,37 @@ def make_engine(url: str, schema: str | None = None) -> Engine:
         raise EngineError(f"database URL {url!r}: dialect {eng.dialect.name} is not supported; use PostgreSQL or MySQL/MariaDB")
     if eng.dialect.name != "postgresql" and eng.dialect.driver != "pymysql":
         raise EngineError(f"database URL {url!r}: driver {eng.dialect.driver} is not supported; use mysql+pymysql://")
+    ping_when_idle(eng)
     return eng.execution_options(engine_schema=schema) if schema else eng
+
+
+PING_AFTER_IDLE = 1.0  # seconds a pooled connection may rest before a checkout pings it
+
+
+def ping_when_idle(eng) -> None:
+    """SQLAlchemy's pool_pre_ping, but only for a connection that rested in the pool for more
+    than PING_AFTER_IDLE s: a busy service (a worker reporting and claiming many times a second)
+    then pays no ping round trip per checkout, and a connection the server dropped while it
+    rested (a restart, an idle timeout) is still replaced before use. A connection dropped
+    within the last second fails its statement as a lost connection: the services treat that
+    as the database being down for a moment and retry (the pool replaces it)."""
+    import time
+
+    import sqlalchemy as sa
+
+    @sa.event.listens_for(eng, "connect")
+    @sa.event.listens_for(eng, "checkin")
+    def rests(dbapi_conn, record) -> None:
+        record.info["resting_since"] = time.monotonic()
+
+    @sa.event.listens_for(eng, "checkout")
+    def ping(dbapi_conn, record, proxy) -> None:
+        if time.monotonic() - record.info.get("resting_since", 0.0) <= PING_AFTER_IDLE:
+            return
+        try:
+            eng.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # noqa: BLE001 - whatever the driver raises: a new connection instead
+            raise sa.exc.DisconnectionError(f"the pooled connection is gone ({exc})") from exc
 
 
 def dialect_dir(eng_or_conn) -> str:
@@ -292,13 +322,22 @@ def ensure_database(eng: Engine) -> str | None:
 
 
 @contextmanager
-def connect(eng: Engine):
-    """A connection in a transaction; connection failures become one-line EngineErrors."""
+def connect(eng: Engine, one_statement: bool = False):
+    """A connection in a transaction; connection failures become one-line EngineErrors.
+
+    one_statement: the caller sends a single statement (a procedure call is atomic by itself).
+    On PostgreSQL it then runs in autocommit, as its own transaction: one round trip instead of
+    three (psycopg sends BEGIN, the statement and COMMIT separately). On MySQL/MariaDB it is a
+    transaction as usual (in autocommit each statement inside a procedure commits by itself)."""
     try:
         conn = eng.connect()
     except operational_errors() as exc:
         raise describe_connect_error(str(eng.url.render_as_string(hide_password=False)), exc) from None
     try:
+        if one_statement and conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+            return
         with conn.begin():
             yield conn
     finally:

@@ -29,8 +29,8 @@ from engine.errors import EngineError
 
 # start_ti: a Celery worker (engine celery-worker) runs as a worker; `engine dispatcher` calls
 # dispatch_tis, which only the scheduler role may (run it as a scheduler).
-WORKER = ["claim_tis", "finish_ti", "task_inputs", "defer_ti", "release_ti", "heartbeat", "register_job", "finish_job",
-          "set_job_queues", "pending_work", "start_ti"]
+WORKER = ["claim_tis", "finish_ti", "finish_tis", "task_inputs", "defer_ti", "release_ti", "heartbeat", "register_job",
+          "finish_job", "set_job_queues", "pending_work", "start_ti"]
 TRIGGERER = ["claim_triggers", "fire_trigger", "fire_triggers", "heartbeat", "register_job", "finish_job", "owned_triggers",
              "release_triggers"]
 KINDS = ("scheduler", "worker", "triggerer", "reader")

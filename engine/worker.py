@@ -382,19 +382,36 @@ class Worker:
         return db.run(conn, "finish_ti", ti_id=o.ti_id, try_number=o.try_number, exit_code=o.exit_code,
                       timed_out=o.timed_out, reason=o.reason, now=now).scalar_one()
 
+    def _report_batch(self, conn, batch: list[Outcome], now=None) -> list[str | None]:
+        """Report several outcomes on conn: every plain finish (with or without a result) in one
+        finish_tis call (finish_tis_v1: one statement and one NOTIFY, fenced per try), releases
+        and deferrals one call each. The new states, in batch order."""
+        plain = [o for o in batch if not o.release and o.defer is None]
+        states = {}
+        if plain:
+            rows = db.run(conn, "finish_tis", ti_ids=[o.ti_id for o in plain],
+                          try_numbers=[o.try_number for o in plain], exit_codes=[o.exit_code for o in plain],
+                          timed_outs=[o.timed_out for o in plain], reasons=[o.reason for o in plain],
+                          results=[o.result for o in plain], now=now, max_bytes=result_limit(self.cfg)).all()
+            states = {(r.ti_id, r.try_number): r.state for r in rows}
+        return [states.get((o.ti_id, o.try_number)) if not o.release and o.defer is None
+                else self._report_on(conn, o, now) for o in batch]
+
     def _report_pending(self, now=None) -> None:
         """Report every finished try not yet in the database, oldest first. While the database
         is unreachable they wait; a report it refuses fails that try instead (_refused).
 
-        Several reports go in one transaction (tries that ended together: one round of
-        connect/commit instead of one per try). If that transaction fails (one report refused,
-        the database down), nothing of it is committed and they are reported one by one,
-        which tells which report is refused."""
-        if len(self.unreported) > 1 and self.outage.due():
-            batch = list(self.unreported)
+        The reports go in one transaction (tries that ended together: one round of
+        connect/commit instead of one per try), every finish in one finish_tis call; when they
+        are all finishes that call is the whole transaction (PostgreSQL: in autocommit, one
+        round trip). If it fails (one report refused, the database down), nothing of it is
+        committed and they are reported one by one, which tells which report is refused."""
+        batch = list(self.unreported)
+        plain = [o for o in batch if not o.release and o.defer is None]
+        if batch and (len(batch) > 1 or plain) and self.outage.due():
             try:
-                with db.connect(self.eng) as conn:
-                    states = [self._report_on(conn, o, now) for o in batch]
+                with db.connect(self.eng, one_statement=len(plain) == len(batch)) as conn:
+                    states = self._report_batch(conn, batch, now)
             except Exception:  # noqa: BLE001 - told apart by the one-by-one reports below
                 pass
             else:
@@ -648,7 +665,7 @@ class Worker:
         return {"claimed": claimed, "finished": finished, "running": len(self.children)}
 
     def _claim(self, limit: int, now=None) -> list[dict]:
-        with db.connect(self.eng) as conn:
+        with db.connect(self.eng, one_statement=True) as conn:
             return self._claimed(db.run(conn, "claim_tis", job_id=self.job.id, hostname=self.job.hostname,
                                         queues=self.queues, limit=limit, log_dir=str(self.cfg.log_path), now=now))
 

@@ -106,7 +106,8 @@ class Deployment:
     def __init__(self, url: str, home: Path, concurrency: int, engine_bin: str):
         self.url, self.home, self.concurrency, self.bin = url, home, concurrency, engine_bin
         self.env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(home),
-                    "ENGINE_DAGS_ARE_PAUSED_AT_CREATION": "false"}  # the bench's DAGs run when triggered
+                    "ENGINE_DAGS_ARE_PAUSED_AT_CREATION": "false",  # the bench's DAGs run when triggered
+                    "ENGINE_DAGS_FOLDER": str(home / "dags")}
         self.procs: list[subprocess.Popen] = []
 
     def cli(self, *args: str) -> str:

@@ -2,16 +2,17 @@
 `success` through create_dag_runs -> schedule_tis -> queue_tis -> claim_tis -> finish_ti.
 
     python loadtests/bench_lifecycle.py [--dialect postgresql|mysql] [--database-url URL]
-                                        [--runs 500] [--tasks 20] [--workers 4] [--claim 64]
+                                        [--runs 500] [--tasks 20] [--workers 4] [--claim 64] [--per-ti]
 
 A fresh database (`bench_lifecycle` on the local server of the dialect unless --database-url
 names one: that database is DROPPED and re-created) gets one DAG of --tasks independent no-op
 tasks (limits opened wide: pool unlimited, executor parallelism 100,000, max_active_runs and
 max_active_tasks high) and --runs triggered runs. Then, in this process, one scheduler thread
 calls the scheduler's steps in a loop (each its own transaction, as `engine tick` does) while
---workers worker threads claim up to --claim TIs at a time and report each one as exit 0
-through finish_ti, all of one claim's reports in one transaction (what a worker does when
-several tries end together). No task runs: it is the procedures' and the round trips' cost.
+--workers worker threads claim up to --claim TIs at a time and report them as exit 0
+in one finish_tis call (what a worker does when several tries end together; --per-ti: one
+finish_ti call each, all of one claim's in one transaction, as before finish_tis_v1). No task
+runs: it is the procedures' and the round trips' cost.
 
 Prints TIs/s from the first trigger to the last `success`, the share of each step, and the
 load average. Every TI must end `success` and every run `success` (checked: the bench fails
@@ -66,6 +67,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--claim", type=int, default=64)
+    ap.add_argument("--per-ti", action="store_true", help="report each TI with its own finish_ti call (as before "
+                    "finish_tis_v1), all of one claim's in one transaction")
     args = ap.parse_args()
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
@@ -118,20 +121,37 @@ def main() -> None:
                 continue
 
             def finish(c):
-                for r in rows:
-                    state = db.run(c, "finish_ti", ti_id=r.ti_id, try_number=r.try_number, exit_code=0,
-                                   timed_out=False, reason=None, now=None).scalar_one()
-                    assert state == "success", state
+                if args.per_ti:
+                    states = [db.run(c, "finish_ti", ti_id=r.ti_id, try_number=r.try_number, exit_code=0,
+                                     timed_out=False, reason=None, now=None).scalar_one() for r in rows]
+                else:
+                    states = db.run(c, "finish_tis", ti_ids=[r.ti_id for r in rows],
+                                    try_numbers=[r.try_number for r in rows], exit_codes=[0] * len(rows),
+                                    timed_outs=[False] * len(rows), reasons=[None] * len(rows),
+                                    results=[None] * len(rows), now=None, max_bytes=None)
+                    states = [r.state for r in states]
+                assert states == ["success"] * len(rows), states
                 return True
-            while step("finish_ti", finish) is False:  # a deadlock or lock timeout: report them again
+            name = "finish_ti" if args.per_ti else "finish_tis"
+            while step(name, finish) is False:  # a deadlock or lock timeout: report them again
                 pass
             with lock:
                 finished[0] += len(rows)
 
     print(f"bench_lifecycle on {eng.dialect.name}: {args.runs} runs x {args.tasks} no-op tasks = {total} TIs, "
           f"1 scheduler thread + {args.workers} worker threads (claim {args.claim}); {load()}")
-    threads = [threading.Thread(target=scheduler)] + [threading.Thread(target=worker, args=(i,))
-                                                       for i in range(args.workers)]
+    failures = []
+
+    def guarded(fn, *a):
+        try:
+            fn(*a)
+        except BaseException as exc:  # noqa: BLE001 - ends the bench with it
+            failures.append(exc)
+            done.set()
+            raise
+
+    threads = [threading.Thread(target=guarded, args=(scheduler,))] + [
+        threading.Thread(target=guarded, args=(worker, i)) for i in range(args.workers)]
     start = time.perf_counter()
     for i in range(args.runs):
         with db.connect(eng) as c:
@@ -143,7 +163,7 @@ def main() -> None:
         while True:
             with eng.connect() as c:
                 open_runs = c.execute(sa.text("SELECT count(*) FROM dag_run WHERE state NOT IN ('success', 'failed')")).scalar()
-            if open_runs == 0:
+            if open_runs == 0 or failures:
                 break
             time.sleep(0.05)
     finally:
@@ -151,6 +171,8 @@ def main() -> None:
         for t in threads:
             t.join()
     wall = time.perf_counter() - start
+    if failures:
+        raise SystemExit(f"a bench thread failed: {failures[0]!r}")
     with eng.connect() as c:
         states = dict(c.execute(sa.text("SELECT state, count(*) FROM task_instance GROUP BY state")).all())
         runs = dict(c.execute(sa.text("SELECT state, count(*) FROM dag_run GROUP BY state")).all())

@@ -82,7 +82,7 @@ class FakeDB:
         self.queue, self.calls = [], []
 
     @contextmanager
-    def connect(self, eng):
+    def connect(self, eng, **kw):
         yield None
 
     def run(self, conn, name, **p):

@@ -145,7 +145,7 @@ class Refuses:
         self.calls, self.refuse_all = [], refuse_finish_without_reason
 
     @contextmanager
-    def connect(self, eng):
+    def connect(self, eng, **kw):
         yield None
 
     def run(self, conn, name, **p):

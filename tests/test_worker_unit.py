@@ -140,13 +140,14 @@ def test_start_child_python_task(tmp_path, dag_dir):
 # ---- run_once / stop against a fake database ------------------------------------------------------
 
 class FakeDB:
-    """Stands in for db.connect/db.run: serves claim rows, records finish_ti calls, can be 'down'."""
+    """Stands in for db.connect/db.run: serves claim rows, records finish_ti calls (finish_tis: one
+    record per try), can be 'down'."""
 
     def __init__(self):
         self.queue, self.finished, self.released, self.down, self.alive, self.pending = [], [], [], False, True, 0
 
     @contextmanager
-    def connect(self, eng):
+    def connect(self, eng, **kw):
         if self.down:
             raise EngineError("database is unreachable (fake)")
         yield None
@@ -162,6 +163,13 @@ class FakeDB:
         if name == "finish_ti":
             self.finished.append(p)
             value = "success" if p["exit_code"] == 0 and not p["timed_out"] else "failed"
+        if name == "finish_tis":  # several tries in one call: recorded as finish_ti calls, one per try
+            keys = ("ti_id", "try_number", "exit_code", "timed_out", "reason", "result")
+            tries = [dict(zip(keys, t)) for t in zip(*(p[k + "s"] for k in keys))]
+            self.finished.extend({**t, "now": p["now"], "batched": True} for t in tries)
+            return SimpleNamespace(all=lambda: [SimpleNamespace(
+                ti_id=t["ti_id"], try_number=t["try_number"],
+                state="success" if t["exit_code"] == 0 and not t["timed_out"] else "failed") for t in tries])
         if name == "release_ti":
             self.released.append(p)
             value = "scheduled"
@@ -207,6 +215,19 @@ def test_run_once_claims_up_to_concurrency_and_reports(fake, tmp_path, dag_dir):
     assert sorted((f["ti_id"], f["exit_code"], f["timed_out"]) for f in fake.finished) == \
         [(1, 0, False), (2, 1, False), (3, 2, False)]
     assert w.run_once() == {"claimed": 0, "finished": 0, "running": 0}
+
+
+def test_tries_that_ended_together_are_reported_in_one_finish_tis_call(fake, tmp_path, dag_dir):
+    fake.queue = [make_row(tmp_path, dag_dir, n, bash_command=f"exit {n - 1}") for n in (1, 2, 3)]
+    w = make_worker(tmp_path, concurrency=3)
+    w.start()
+    assert w.run_once()["claimed"] == 3
+    for c in w.children:  # all three end before the worker looks
+        c.proc.wait(timeout=30)
+    w.run_once()
+    assert sorted((f["ti_id"], f["exit_code"], f.get("batched")) for f in fake.finished) == \
+        [(1, 0, True), (2, 1, True), (3, 2, True)]
+    assert not w.unreported
 
 
 def test_outcome_kept_while_database_down(fake, tmp_path, dag_dir, caplog):
