@@ -241,7 +241,7 @@ def queue_knobs(cfg=None) -> dict:
 
 def knobs_off(knobs: dict) -> bool:
     """True when queue_tis's knobs are all off: no aging (rate 0) and no wide reservations
-    (reserve_after 0), which is what queue_tis_v4/v5 read when the settings are unset."""
+    (reserve_after 0), which is what queue_tis_v4 reads when the settings are unset."""
     return not knobs["aging_rate"] and not knobs["reserve_after"]
 
 

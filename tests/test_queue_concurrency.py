@@ -2,7 +2,7 @@
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
 Also a rolling upgrade (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
-beside new ones calling queue_tis_v3; v4 beside v5, one database), and the new version alone on ids that
+beside new ones calling queue_tis_v3, one database), and the new version alone on ids that
 collide when joined with '.'."""
 import pytest
 import sqlalchemy as sa
@@ -12,7 +12,6 @@ from tests.race import race, setup_world
 CASES = {
     "current": dict(versions=(None,), dotted=False),
     "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
-    "v4-v5": dict(versions=(4, 5, 4, 5), dotted=False),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 
