@@ -258,13 +258,16 @@ def _param(value):
     return json.dumps(value) if isinstance(value, (list, tuple, dict)) else value
 
 
-def run(conn: Connection, name: str, /, **params):
+def run(conn: Connection, name: str, /, *, last_only: bool = False, **params):
+    """Send the statements of a named query, in order; the result of the last. With
+    `last_only`, only the last (a named query whose first statements set session state the
+    last one reads as a default when absent: queue_tis's knobs)."""
     dialect = dialect_dir(conn)
     if dialect == "mysql":
         params = {k: _param(v) for k, v in params.items()}
     statements = _lite_statements if getattr(conn, "lite", False) else _statements
     *before, last = statements(dialect, name, _calls(conn))
-    for stmt in before:
+    for stmt in () if last_only else before:
         conn.execute(stmt, params)
     return conn.execute(last, params)
 

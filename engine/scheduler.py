@@ -132,7 +132,11 @@ class Scheduler:
                 conn, "analyze_stale", fraction=cfg.analyze_fraction, min_rows=ANALYZE_MIN_ROWS).all())
         sched = step("schedule_tis", lambda conn: db.run(conn, "schedule_tis", now=now, batch=cfg.schedule_batch).one())
         def queue(conn):
-            rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now, **queue_knobs(cfg)).all()
+            knobs = queue_knobs(cfg)
+            # Every knob off (the default): only the call, one round trip (the procedure reads
+            # an unset knob as off).
+            rows = db.run(conn, "queue_tis", max_tis=cfg.max_tis, job_id=self.job.id, now=now,
+                          last_only=knobs_off(knobs), **knobs).all()
             if rows:
                 wakeup.notify_queued(conn)  # delivered to the workers when this commits
             return rows
@@ -264,6 +268,12 @@ def queue_knobs(cfg=None) -> dict:
     if cfg is None:
         return {"aging_rate": 0.0, "aging_cap": 1, "reserve_after": 0.0}
     return {"aging_rate": cfg.priority_aging, "aging_cap": cfg.priority_aging_cap, "reserve_after": cfg.reserve_after}
+
+
+def knobs_off(knobs: dict) -> bool:
+    """True when queue_tis's knobs are all off: no aging (rate 0) and no wide reservations
+    (reserve_after 0), which is what queue_tis_v4 reads when the settings are unset."""
+    return not knobs["aging_rate"] and not knobs["reserve_after"]
 
 
 def did_work(s: dict) -> bool:

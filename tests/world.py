@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from engine import db
-from engine.scheduler import queue_knobs
+from engine.scheduler import knobs_off, queue_knobs
 from tests.reference import World
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -78,7 +78,8 @@ QUEUE_CALL = {"postgresql": "SELECT * FROM queue_tis_v{v}(:max_tis, :job_id, :no
 def call_queue_tis(conn, version: int | None = None, **params):
     """queue_tis_v<version> (None: the named query) in the caller's transaction; the rows."""
     if version is None:
-        return db.run(conn, "queue_tis", **{**queue_knobs(), **params}).all()
+        knobs = queue_knobs()  # all off: the call alone, as the scheduler sends it
+        return db.run(conn, "queue_tis", last_only=knobs_off(knobs), **{**knobs, **params}).all()
     return conn.execute(sa.text(QUEUE_CALL[db.dialect_dir(conn)].format(v=int(version))), params).all()
 
 
