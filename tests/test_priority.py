@@ -3,6 +3,7 @@ through a real worker, the race test with preemption on, a wide TI served by its
 and aging; each starvation shown first without the feature. docs/priority.md."""
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from engine.worker import Worker
 from tests.helpers import alive, sql, sync_source, trigger, until
 from tests.race import race, setup_world
 from tests.reference import TI, Reservation, World
+from tests.stack import stack  # noqa: F401 - the fixture
 from tests.world import T0, load_world
 
 PREEMPT = """
@@ -290,3 +292,52 @@ def test_pending_reasons_names_slots_reserved_for_other_tis(eng, reserved):
     assert reasons == {50: "runnable", 60: "slots reserved for 1 other TI(s)"}
     assert _queue(eng, 2) == [50]
     assert dict(sql(eng, "SELECT ti_id, reason FROM pending_reasons")) == {60: "pool full"}
+
+
+STEADY = """
+    with DAG("low", max_active_tasks=None):
+        PythonTask("l", python_callable="seedtasks:steady", op_kwargs={"started": "%(started)s", "fire": "%(fire)s"},
+                   pool="gpu", priority_weight=1, preemptible=True)
+    with DAG("high", max_active_tasks=None):
+        BashTask("h", pool="gpu", priority_weight=100, bash_command="echo high ran")
+"""
+
+
+@pytest.mark.parametrize("include_deferred", [False, True], ids=["deferred", "include_deferred"])
+def test_a_preempted_task_that_defers_on_sigterm_keeps_its_progress(eng, stack, tmp_path, include_deferred):
+    """issue 13: a task whose SIGTERM handler raises Defer, preempted, ends `deferred` with its
+    progress (next_kwargs) and resumes through its trigger, in the same try, no retry used. In
+    an include_deferred pool the deferred TI would keep the very slot it was preempted for: its
+    Defer is refused and it goes back to `scheduled` like any victim (docs/priority.md)."""
+    started, fire = tmp_path / "started", tmp_path / "fire"
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred, preempt_margin) VALUES ('gpu', 1, :i, 10)",
+        i=include_deferred)
+    s = stack(STEADY % {"started": started, "fire": fire}, preempt_min_runtime=0.0)
+    trigger(eng, "low", "r1")
+    s.until(lambda: state(eng, "low") == "running" and started.exists(), "the low try runs, its handler installed")
+    trigger(eng, "high", "r1")
+    s.until(lambda: state(eng, "high") == "success", "high preempts and succeeds")
+    low = ti(eng, "low")
+    moves = [tuple(m) for m in sql(eng, "SELECT action, from_state, to_state FROM state_change WHERE ti_id = :i "
+                                        "ORDER BY id", i=low.id)]
+    if include_deferred:
+        assert moves == [("preempt", "running", "preempting"), ("preempted", "preempting", "scheduled")]
+        assert low.next_kwargs is None and low.trigger_id is None
+    else:
+        assert moves == [("preempt", "running", "preempting"), ("preempted", "preempting", "deferred")]
+        kept = low.next_kwargs if isinstance(low.next_kwargs, dict) else json.loads(low.next_kwargs)
+        assert low.state == "deferred" and low.next_method == "go_on" and kept["step"] > 0
+        step = kept["step"]
+    fire.write_text("go")
+    s.until(lambda: state(eng, "low") == "success", "low ends")
+    low = ti(eng, "low")
+    result = sql(eng, "SELECT value FROM task_results WHERE ti_id = :i", i=low.id)[0][0]
+    result = json.loads(result) if isinstance(result, str) else result
+    tries = [tuple(t) for t in sql(eng, "SELECT try_number, state FROM task_instance_history WHERE ti_id = :i "
+                                        "ORDER BY try_number", i=low.id)]
+    if include_deferred:
+        assert tries == [(1, "preempted"), (2, "success")] and result["resumed"] is False
+    else:
+        assert tries == [(1, "success")] and (low.try_number, low.max_tries) == (1, 0)  # one try, no retry used
+        assert result == {"steps": step, "resumed": True}  # the progress made before the preemption
+    assert sql(eng, "SELECT count(*) FROM pool_reservation")[0][0] == 0

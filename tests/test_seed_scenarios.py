@@ -3,99 +3,14 @@ Worker (tries in subprocesses) and Triggerer: a deferred TI resumes without comp
 slot again; a boosted resume; drain mode; a high-priority TI preempting; a wide TI served by a
 reservation; a trigger finishing its task with a result a mapped downstream expands over.
 Each waits on states (tests/helpers.until), and tasks wait on marker files the test writes,
-never on time."""
+never on time (tests/stack.py: the services and the tasks' module)."""
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-
-from engine.config import load_config
-from engine.scheduler import Scheduler
 from engine.triggerer import Triggerer
 from engine.worker import Worker
 from tests.deferral import cli
-from tests.helpers import sql, sync_source, ti_states, trigger, until
-
-SEEDTASKS = '''
-import asyncio
-import os
-from pathlib import Path
-
-from engine import Defer
-from engine.triggers import BaseTrigger
-
-
-class FileTrigger(BaseTrigger):
-    """Fires once `path` exists."""
-    def __init__(self, path):
-        self.path = path
-
-    async def run(self):
-        while not os.path.exists(self.path):
-            await asyncio.sleep(0.05)
-        return {"seen": self.path}
-
-
-def wait(path):
-    raise Defer(trigger=FileTrigger(path), method="resume", kwargs={"progress": 7})
-
-
-def resume(event, progress):
-    return {"progress": progress, "event": event}
-
-
-def block(path, **_):
-    """A try that runs until `path` exists."""
-    import time
-    while not os.path.exists(path):
-        time.sleep(0.05)
-'''
-
-
-class Stack:
-    """One scheduler, one worker and one triggerer (its triggers run in this event loop between
-    passes) on the test's database; step() is one pass of each."""
-
-    def __init__(self, eng, tmp_path, source: str, **settings):
-        folder = tmp_path / "dags"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "seedtasks.py").write_text(SEEDTASKS)
-        sync_source(eng, folder, source)
-        sql(eng, "UPDATE dag SET is_paused = false")
-        self.eng, self.tmp = eng, tmp_path
-        self.cfg = load_config({"database_url": eng.url.render_as_string(hide_password=False),
-                                "home": str(tmp_path / "home"), "heartbeat_interval": 0.2, **settings})
-        self.sched, self.worker = Scheduler(eng, self.cfg), Worker(eng, self.cfg, concurrency=8)
-        self.triggerer, self.aio = Triggerer(eng, self.cfg), asyncio.new_event_loop()
-
-    def step(self) -> None:
-        self.sched.run_once()
-        self.worker.run_once()
-        self.aio.run_until_complete(self.triggerer.run_once())
-        self.aio.run_until_complete(asyncio.sleep(0.02))
-
-    def until(self, done, what: str) -> None:
-        until(self.step, done, what)
-
-    def close(self) -> None:
-        self.worker.stop(timeout=5)
-        self.sched.stop()
-        self.aio.run_until_complete(self.triggerer.stop())
-        self.aio.close()
-
-
-@pytest.fixture
-def stack(eng, tmp_path):
-    made = []
-
-    def make(source: str, **settings) -> Stack:
-        made.append(Stack(eng, tmp_path, source, **settings))
-        return made[-1]
-    yield make
-    for s in made:
-        s.close()
-
+from tests.helpers import sql, ti_states, trigger
+from tests.stack import stack  # noqa: F401 - the fixture
 
 def ti_row(eng, dag_id: str, task_id: str):
     return sql(eng, "SELECT * FROM task_instance WHERE dag_id = :d AND task_id = :t ORDER BY map_index",
