@@ -20,7 +20,9 @@ Stop requests: the worker heartbeats with heartbeat_v3, naming the tries it runs
 answers with those an operator ended (`engine tasks clear/kill/mark`, `engine runs
 cancel/mark`) or preempt_v1 preempted (state `preempting`, docs/priority.md), and the worker
 stops them (SIGTERM, SIGKILL after KILL_GRACE) within one heartbeat interval; a preempted try
-goes back to `scheduled` at the first heartbeat that no longer lists it.
+goes back to `scheduled` at the first heartbeat that no longer lists it, unless its task
+raised Defer on the SIGTERM: that Defer is reported (defer_ti_v3) and the TI is `deferred`
+with its progress kept (a try stopped for any other reason that defers is a failed try).
 """
 from __future__ import annotations
 
@@ -85,6 +87,7 @@ class Child:
     release: bool = False            # killed by a shutdown: hand the TI back
     defer_file: str | None = None    # where the runner writes a Defer
     pidfd: int | None = None         # readable once the supervisor has exited (wakes the loop)
+    preempted: bool = False          # stopped because preempt_v1 chose it: a Defer it raises is kept
 
 
 # ---- what a task can reach ----------------------------------------------------------------------
@@ -469,7 +472,10 @@ class Worker:
         job = self.job
         if time.monotonic() - job._last_beat < job.heartbeat_interval:
             return True
-        running = json.dumps([[r["ti_id"], r["try_number"]] for r in [c.row for c in self.children] + self.waiting])
+        # (a try whose Defer is not reported yet still runs: heartbeat_v3 must not reschedule it;
+        # nor a claimed try still waiting for its inputs)
+        running = json.dumps([[r["ti_id"], r["try_number"]] for r in [c.row for c in self.children] + self.waiting]
+                             + [[o.ti_id, o.try_number] for o in self.unreported if o.defer is not None])
         with db.connect(self.eng) as conn:
             rows = db.run(conn, "worker_heartbeat", job_id=job.id, running=running, now=now).all()
         job._last_beat = time.monotonic()
@@ -488,6 +494,7 @@ class Worker:
             if child is None or child.kill_at is not None:
                 continue
             reason = one_line(f"stop requested: the TI is now {r.state}" + (f" ({r.reason})" if r.reason else ""))
+            child.preempted = r.state == "preempting"
             log.warning("ti %s try %s: %s; stopping it", r.ti_id, r.try_number, reason)
             self._terminate(child, reason=reason)
 
@@ -581,8 +588,10 @@ class Worker:
             if child.pidfd is not None:
                 os.close(child.pidfd)
             orphans = orphans or code < 0  # the supervisor itself may have been killed
-            if child.reason and code in (0, 99, DEFER_EXIT_CODE):
-                code = -signal.SIGTERM  # killed by the worker: a failed try, whatever the task did on SIGTERM
+            if child.reason and code in (0, 99, DEFER_EXIT_CODE) and not (child.preempted and code == DEFER_EXIT_CODE):
+                # killed by the worker: a failed try, whatever the task did on SIGTERM; except a
+                # preempted try that deferred on SIGTERM: its Defer is reported (defer_ti_v3)
+                code = -signal.SIGTERM
             defer, refused, result = read_report(child.defer_file, result_limit(self.cfg))  # (and remove it)
             deferred = code == DEFER_EXIT_CODE and not child.timed_out
             reason = child.reason

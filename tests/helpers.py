@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -90,3 +91,21 @@ def drive(eng, cfg, outcomes: dict | None = None, now=None, max_rounds: int = 50
                 and summary["runs_started"] == 0 and summary["tis_queued"] == 0:
             return
     raise AssertionError("drive(): the engine did not settle")
+
+
+def until(step, done, what, rounds=1200):
+    """Call step() until done(): a deadline in rounds, never a sleep-and-hope."""
+    for _ in range(rounds):
+        if done():
+            return
+        step()
+        time.sleep(0.05)
+    raise AssertionError(f"never reached: {what}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -34,7 +34,11 @@ VIOLATIONS = sa.text("SELECT * FROM limit_usage WHERE used > cap")
 def transient(exc: BaseException) -> bool:
     """A scheduler lock held by another caller, or a deadlock the server broke (preempt_v1 and a
     worker's heartbeat lock TI rows; the engine's scheduler step and worker retry next time)."""
-    return db.is_lock_busy(exc) or db.error_code(exc) in ("40P01", 1213)
+    return db.is_lock_busy(exc) or deadlock(exc)
+
+
+def deadlock(exc: BaseException) -> bool:
+    return db.error_code(exc) in ("40P01", 1213)
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ENOUGH_WITHIN = 240.0  # seconds the parent waits, after `seconds`, for `enough` to hold
 
@@ -128,11 +132,13 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = Fal
 
 
 def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None = None,
-                   preempt: bool = False) -> None:
-    """Call queue_tis_v<version> (None: the named query) in a loop (and preempt_v1 after it)."""
-    eng = db.make_engine(url)
+                   preempt: bool = False, pins: str = "") -> None:
+    """Call queue_tis_v<version> (None: the named query) in a loop (and the named query
+    preempt after it). pins: procedure_versions for the named queries ("preempt=1")."""
+    from engine import calls
+    eng = calls.pin(db.make_engine(url), pins) if pins else db.make_engine(url)
     rng = random.Random(seed)
-    queued, busy, violations, preempted = [], 0, [], 0
+    queued, busy, violations, preempted, deadlocks = [], 0, [], 0, 0
     while window.racing():
         try:
             with eng.begin() as c:
@@ -156,16 +162,18 @@ def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None
                 if not transient(exc):
                     raise
                 busy += 1
+                deadlocks += deadlock(exc)
         with eng.connect() as c:
             violations += [tuple(r) for r in c.execute(VIOLATIONS)]
     eng.dispose()
-    out.put({"queued": queued, "busy": busy, "violations": violations, "preempted": preempted})
+    out.put({"queued": queued, "busy": busy, "violations": violations, "preempted": preempted,
+             "deadlocks": deadlocks})
 
 
 def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = False) -> None:
     eng = db.make_engine(url)
     rng = random.Random(seed)
-    running, finished, violations, claimed = [], 0, [], []
+    running, finished, violations, claimed, deadlocks = [], 0, [], [], 0
     job_id = None
     if preempt:
         with db.connect(eng) as c:
@@ -179,6 +187,7 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
             except sa.exc.DBAPIError as exc:
                 if not transient(exc):
                     raise
+                deadlocks += deadlock(exc)
                 rows = []  # as Worker._beat: the next heartbeat tells
             stop = {(r.ti_id, r.try_number) for r in rows if r.ti_id is not None}
             running = [r for r in running if (r.ti_id, r.try_number) not in stop]
@@ -198,18 +207,20 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
             violations += [tuple(r) for r in c.execute(VIOLATIONS)]
         time.sleep(rng.random() * 0.01)
     eng.dispose()
-    out.put({"finished": finished, "violations": violations, "claimed": claimed})
+    out.put({"finished": finished, "violations": violations, "claimed": claimed, "deadlocks": deadlocks})
 
 
 def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,),
-         preempt: bool = False, enough: str | None = None) -> dict:
+         preempt: bool = False, enough: str | None = None, pins: str = "") -> dict:
     """versions: the queue_tis version of each scheduler, in turn (None: the named query).
-    enough: a SQL condition the race runs until (after `seconds`), see Window.run."""
+    enough: a SQL condition the race runs until (after `seconds`), see Window.run.
+    pins: procedure_versions of the schedulers' named queries (e.g. "preempt=1")."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out, window = ctx.Queue(), Window(ctx)
-    procs = [ctx.Process(target=scheduler_loop, args=(url, window, i + 1, out, versions[i % len(versions)], preempt))
+    procs = [ctx.Process(target=scheduler_loop,
+                         args=(url, window, i + 1, out, versions[i % len(versions)], preempt, pins))
              for i in range(schedulers)]
     procs += [ctx.Process(target=completer_loop, args=(url, window, 100 + i, out, preempt)) for i in range(completers)]
     results = window.run(url, procs, out, seconds, enough)
@@ -221,6 +232,7 @@ def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, ver
         "busy": sum(r.get("busy", 0) for r in results),
         "finished": sum(r.get("finished", 0) for r in results),
         "preempted": sum(r.get("preempted", 0) for r in results),
+        "deadlocks": sum(r.get("deadlocks", 0) for r in results),
         "claimed": len(claimed),
         "distinct_claimed": len(set(claimed)),
         "violations": [v for r in results for v in r["violations"]],

@@ -3,8 +3,7 @@ through a real worker, the race test with preemption on, a wide TI served by its
 and aging; each starvation shown first without the feature. docs/priority.md."""
 from __future__ import annotations
 
-import os
-import time
+import json
 from datetime import timedelta
 
 import pytest
@@ -14,9 +13,10 @@ from engine import db
 from engine.config import load_config
 from engine.scheduler import Scheduler, queue_knobs
 from engine.worker import Worker
-from tests.helpers import sql, sync_source, trigger
+from tests.helpers import alive, sql, sync_source, trigger, until
 from tests.race import race, setup_world
-from tests.reference import TI, World
+from tests.reference import TI, Reservation, World
+from tests.stack import stack  # noqa: F401 - the fixture
 from tests.world import T0, load_world
 
 PREEMPT = """
@@ -37,24 +37,6 @@ def ti(eng, dag_id):
 def state(eng, dag_id):
     rows = sql(eng, "SELECT state FROM task_instance WHERE dag_id = :d", d=dag_id)
     return rows[0].state if rows else None
-
-
-def until(step, done, what, rounds=1200):
-    """Call step() until done(): a deadline in rounds, never a sleep-and-hope."""
-    for _ in range(rounds):
-        if done():
-            return
-        step()
-        time.sleep(0.05)
-    raise AssertionError(f"never reached: {what}")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_high_priority_ti_preempts_a_long_low_priority_try(eng, cfg, tmp_path):
@@ -115,6 +97,94 @@ def test_a_high_priority_ti_preempts_a_long_low_priority_try(eng, cfg, tmp_path)
     moves = sql(eng, "SELECT action, from_state, to_state FROM state_change WHERE ti_id = :i ORDER BY id", i=low.id)
     assert [tuple(m) for m in moves] == [("preempt", "running", "preempting"), ("preempted", "preempting", "scheduled")]
     assert sql(eng, "SELECT sum(tis_preempted) FROM tick_log")[0][0] == 1
+
+
+def _preempting(eng, cfg, tmp_path):
+    """The low TI running in a 1-slot preemptible pool, preempted for the high TI by one pass:
+    (scheduler, worker, the low try's process tree, the marker that lets it end)."""
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred, preempt_margin) VALUES ('gpu', 1, :f, 10)", f=False)
+    pids, marker = tmp_path / "pids", tmp_path / "go"
+    sync_source(eng, tmp_path / "dags", PREEMPT.format(pids=pids, marker=marker))
+    cfg = load_config({"database_url": cfg.database_url, "home": cfg.home, "preempt_min_runtime": 0.0})
+    sched, worker = Scheduler(eng, cfg), Worker(eng, cfg)
+    trigger(eng, "low", "r1")
+    until(lambda: (sched.run_once(), worker.run_once()),
+          lambda: state(eng, "low") == "running" and pids.exists() and len(pids.read_text().split()) == 2,
+          "the low-priority try runs")
+    trigger(eng, "high", "r1")
+    until(sched.run_once, lambda: state(eng, "low") == "preempting", "the low try is preempted")
+    worker.job.heartbeat_interval = 0
+    return sched, worker, [int(p) for p in pids.read_text().split()], marker
+
+
+# action: the operator's command; ends: the low TI's state once its try has stopped, and the
+# (action, from, to) state_change row it wrote; history: the ended try's history state.
+OPERATOR = {
+    "cancel": (["runs", "cancel", "low", "r1"], "failed", ("cancel", "preempting", "failed"), "failed"),
+    "mark_failed": (["runs", "mark", "failed", "low", "r1"], "failed", ("mark_failed", "preempting", "failed"),
+                    "failed"),
+    "kill": (["tasks", "kill", "low", "r1", "l"], "failed", ("kill", "preempting", "failed"), "failed"),
+    "mark_success": (["tasks", "mark", "success", "low", "r1", "l"], "success",
+                     ("mark_success", "preempting", "success"), "success"),
+    "clear": (["tasks", "clear", "low", "--run", "r1", "--yes"], "none", ("clear", "preempting", "restarting"),
+              "failed"),
+}
+
+
+@pytest.mark.parametrize("action", list(OPERATOR))
+def test_an_operator_ends_a_preempting_ti(eng, cfg, tmp_path, action):
+    """issue 13: cancel / mark / kill / clear while the TI is `preempting`: it ends as asked,
+    heartbeat_v3 never puts it back to `scheduled`, the high TI gets the slot, no reservation left."""
+    from cli.main import main as engine_cli
+    from click.testing import CliRunner
+    args, ends, change, history = OPERATOR[action]
+    sched, worker, tree, marker = _preempting(eng, cfg, tmp_path)
+    try:
+        low = ti(eng, "low")
+        out = CliRunner().invoke(engine_cli, ["--database-url", cfg.database_url, *args])
+        assert out.exit_code == 0, out.output
+        # the worker's heartbeat stops the try; once it no longer runs it, the TI stays as asked
+        until(worker.run_once, lambda: not worker.children, "the worker stopped the preempted try")
+        worker.run_once()  # one more heartbeat without the try: restarting -> none for a clear
+        assert not any(alive(p) for p in tree)
+        assert state(eng, "low") == ends
+        until(sched.run_once, lambda: state(eng, "high") in ("queued", "running", "success"), "high is queued")
+        assert sql(eng, "SELECT count(*) FROM pool_reservation")[0][0] == 0
+        tries = sql(eng, "SELECT try_number, state FROM task_instance_history WHERE ti_id = :i", i=low.id)
+        assert [tuple(t) for t in tries] == [(1, history)]  # one ended try, never 'preempted'
+        moves = [tuple(m) for m in sql(eng, "SELECT action, from_state, to_state FROM state_change "
+                                            "WHERE ti_id = :i ORDER BY id", i=low.id)]
+        assert moves[:2] == [("preempt", "running", "preempting"), change]
+        assert not any(m[0] == "preempted" for m in moves)
+        if action == "clear":
+            assert moves[2] == ("restarted", "restarting", "none")
+        if action in ("cancel", "mark_failed"):
+            assert sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'low'")[0][0] == "failed"
+    finally:
+        worker.stop()
+        sched.stop()
+
+
+def test_cancelling_the_waiting_run_drops_its_reservation(eng, cfg, tmp_path):
+    """The TI a victim was preempted for stops waiting (its run is cancelled): its reservation
+    goes at once; the victim's try, already told to stop, goes back to `scheduled` (no retry
+    used) and takes the slot again."""
+    from cli.main import main as engine_cli
+    from click.testing import CliRunner
+    sched, worker, tree, marker = _preempting(eng, cfg, tmp_path)
+    try:
+        high = ti(eng, "high")
+        out = CliRunner().invoke(engine_cli, ["--database-url", cfg.database_url, "runs", "cancel", "high", "r1"])
+        assert out.exit_code == 0, out.output
+        assert ti(eng, "high").state == "skipped"
+        assert sql(eng, "SELECT count(*) FROM pool_reservation WHERE ti_id = :i", i=high.id)[0][0] == 0
+        until(worker.run_once, lambda: state(eng, "low") == "scheduled", "the preempted try is back")
+        marker.write_text("go")
+        until(lambda: (sched.run_once(), worker.run_once()), lambda: state(eng, "low") == "success", "low succeeds")
+    finally:
+        worker.stop()
+        sched.stop()
+    assert sql(eng, "SELECT count(*) FROM pool_reservation")[0][0] == 0
 
 
 def test_racing_schedulers_with_preemption_keep_every_limit_and_run_no_try_twice(eng, db_url):
@@ -196,3 +266,78 @@ def test_aging_serves_a_low_priority_ti_under_constant_high_priority_load(eng, a
         assert served is None  # starves: a priority-5 TI arrives for every freed slot
     else:
         assert served is not None and served <= 6  # 1 + 1 point/minute overtakes 5 after 5 minutes
+
+
+@pytest.mark.parametrize("reserved", [False, True], ids=["free", "reserved"])
+def test_pending_reasons_names_slots_reserved_for_other_tis(eng, reserved):
+    """A narrow TI whose pool's free slots are kept for a wide TI is not `runnable`: it says
+    so, and queue_tis_v4 indeed leaves it (revision 0016)."""
+    busy = [TI(i, "d", 1, "t", i, "queued", 5, "p", 1, since=0) for i in (1, 2)]
+    waiting = [TI(50, "d", 1, "t", 50, "scheduled", 5, "p", 4, since=0),
+               TI(60, "d", 1, "t", 60, "scheduled", 9, "p", 1, since=0)]
+    w = _world(4, busy + waiting)
+    if reserved:
+        w.reservations = [Reservation(50, "p", 4, "wide", 0)]
+    load_world(eng, w)
+    reasons = dict(sql(eng, "SELECT ti_id, reason FROM pending_reasons"))
+    if not reserved:
+        assert reasons == {50: "pool full", 60: "runnable"}
+        assert _queue(eng, 1) == [60]
+        return
+    assert reasons == {50: "slots reserved for it", 60: "slots reserved for 1 other TI(s)"}
+    assert _queue(eng, 1) == []  # the view and queue_tis_v4 agree: the two free slots are held
+    _finish_oldest(eng)
+    _finish_oldest(eng)
+    reasons = dict(sql(eng, "SELECT ti_id, reason FROM pending_reasons"))
+    assert reasons == {50: "runnable", 60: "slots reserved for 1 other TI(s)"}
+    assert _queue(eng, 2) == [50]
+    assert dict(sql(eng, "SELECT ti_id, reason FROM pending_reasons")) == {60: "pool full"}
+
+
+STEADY = """
+    with DAG("low", max_active_tasks=None):
+        PythonTask("l", python_callable="seedtasks:steady", op_kwargs={"started": "%(started)s", "fire": "%(fire)s"},
+                   pool="gpu", priority_weight=1, preemptible=True)
+    with DAG("high", max_active_tasks=None):
+        BashTask("h", pool="gpu", priority_weight=100, bash_command="echo high ran")
+"""
+
+
+@pytest.mark.parametrize("include_deferred", [False, True], ids=["deferred", "include_deferred"])
+def test_a_preempted_task_that_defers_on_sigterm_keeps_its_progress(eng, stack, tmp_path, include_deferred):
+    """issue 13: a task whose SIGTERM handler raises Defer, preempted, ends `deferred` with its
+    progress (next_kwargs) and resumes through its trigger, in the same try, no retry used. In
+    an include_deferred pool the deferred TI would keep the very slot it was preempted for: its
+    Defer is refused and it goes back to `scheduled` like any victim (docs/priority.md)."""
+    started, fire = tmp_path / "started", tmp_path / "fire"
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred, preempt_margin) VALUES ('gpu', 1, :i, 10)",
+        i=include_deferred)
+    s = stack(STEADY % {"started": started, "fire": fire}, preempt_min_runtime=0.0)
+    trigger(eng, "low", "r1")
+    s.until(lambda: state(eng, "low") == "running" and started.exists(), "the low try runs, its handler installed")
+    trigger(eng, "high", "r1")
+    s.until(lambda: state(eng, "high") == "success", "high preempts and succeeds")
+    low = ti(eng, "low")
+    moves = [tuple(m) for m in sql(eng, "SELECT action, from_state, to_state FROM state_change WHERE ti_id = :i "
+                                        "ORDER BY id", i=low.id)]
+    if include_deferred:
+        assert moves == [("preempt", "running", "preempting"), ("preempted", "preempting", "scheduled")]
+        assert low.next_kwargs is None and low.trigger_id is None
+    else:
+        assert moves == [("preempt", "running", "preempting"), ("preempted", "preempting", "deferred")]
+        kept = low.next_kwargs if isinstance(low.next_kwargs, dict) else json.loads(low.next_kwargs)
+        assert low.state == "deferred" and low.next_method == "go_on" and kept["step"] > 0
+        step = kept["step"]
+    fire.write_text("go")
+    s.until(lambda: state(eng, "low") == "success", "low ends")
+    low = ti(eng, "low")
+    result = sql(eng, "SELECT value FROM task_results WHERE ti_id = :i", i=low.id)[0][0]
+    result = json.loads(result) if isinstance(result, str) else result
+    tries = [tuple(t) for t in sql(eng, "SELECT try_number, state FROM task_instance_history WHERE ti_id = :i "
+                                        "ORDER BY try_number", i=low.id)]
+    if include_deferred:
+        assert tries == [(1, "preempted"), (2, "success")] and result["resumed"] is False
+    else:
+        assert tries == [(1, "success")] and (low.try_number, low.max_tries) == (1, 0)  # one try, no retry used
+        assert result == {"steps": step, "resumed": True}  # the progress made before the preemption
+    assert sql(eng, "SELECT count(*) FROM pool_reservation")[0][0] == 0

@@ -1,7 +1,7 @@
 """Results (finish_ti_v3, task_results, `.output`), mapping over results (schedule_tis_v3),
 final trigger events and batched firing (fire_triggers_v1), on both dialects: at the procedure
-level, and end to end with a real worker and triggerer (the scenario of issue 13: a trigger
-finishes its task with a result that a mapped downstream task expands over)."""
+level, and end to end with a real worker (the scenario of issue 13, a trigger finishing its task
+with a result that a mapped downstream task expands over, is in tests/test_seed_scenarios.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -314,27 +314,6 @@ def test_return_values_flow_downstream_and_bad_ones_fail_the_try(eng, tmp_path):
     for name, part in (("nan", "nan"), ("unserialisable", "plain JSON"), ("big", "more than max_result_bytes (300)")):
         assert why[name].startswith("the result was refused: the return value of task e2e." + name), why[name]
         assert part in why[name] and "max_result_bytes" in why[name]
-
-
-def test_a_trigger_finishes_its_task_and_a_mapped_downstream_expands_over_its_result(eng, tmp_path):
-    cfg = _setup(eng, tmp_path, """
-        with DAG("scenario", max_active_tasks=None):
-            wait = PythonTask("wait", python_callable="rtasks:wait", op_kwargs={"items": [1, 2, 3, 4]})
-            double = PythonTask("double", python_callable="rtasks:double").expand(x=wait.output)
-            total = PythonTask("total", python_callable="rtasks:total", op_kwargs={"xs": double.output})
-    """)
-    trigger(eng, "scenario")
-    settle(eng, cfg, "scenario", Worker(eng, cfg, concurrency=4), Triggerer(eng, cfg))
-    assert ti_states(eng, "scenario") == {"wait": "success", "double[0]": "success", "double[1]": "success",
-                                          "double[2]": "success", "double[3]": "success", "total": "success"}
-    assert results(eng, "scenario") == {"wait": [1, 2, 3, 4], "double[0]": 2, "double[1]": 4, "double[2]": 6,
-                                        "double[3]": 8, "total": 20}
-    # The trigger ended the try: one try, one history row, no resume on a worker.
-    row = sql(eng, "SELECT try_number, next_method FROM task_instance WHERE task_id = 'wait'")[0]
-    assert (row.try_number, row.next_method) == (1, None)
-    hist = sql(eng, "SELECT state FROM task_instance_history WHERE task_id = 'wait'")
-    assert [h.state for h in hist] == ["success"]
-    assert sql(eng, "SELECT state FROM dag_run WHERE dag_id = 'scenario'")[0][0] == "success"
 
 
 def test_a_try_whose_inputs_cannot_be_read_during_an_outage_waits_for_the_database(eng, tmp_path, monkeypatch):

@@ -13,7 +13,9 @@
 --   | waiting for N preempted TI(s) to stop (preempt_v1 stopped running TIs for it; their
 --     tries are still stopping) | slots reserved for it (pool_reservation: the pool keeps
 --     what frees up for it, queue_tis_v4)
---   | pool full | run at max_active_tasks | task at max_active_tis_per_dag
+--   | pool full | slots reserved for N other TI(s) (free slots, but pool_reservation keeps
+--     enough of them for other scheduled TIs that it does not fit beside them: queue_tis_v4
+--     holds them, since 0016) | run at max_active_tasks | task at max_active_tis_per_dag
 --   | task at max_active_tis_per_dagrun | executor at parallelism
 --   | runnable: no limit is full; the next scheduler pass queues it unless higher-priority
 --     work takes the room first (or max_tis per pass was reached).
@@ -36,6 +38,7 @@ SELECT ti.id AS ti_id, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.priori
            WHEN pv.n > 0 THEN format('waiting for %s preempted TI(s) to stop', pv.n)
            WHEN rs.ti_id IS NOT NULL AND lp.free < ti.pool_slots THEN 'slots reserved for it'
            WHEN lp.free < ti.pool_slots THEN 'pool full'
+           WHEN rs.ti_id IS NULL AND lp.free - ro.slots < ti.pool_slots THEN format('slots reserved for %s other TI(s)', ro.n)
            WHEN lr.free < 1 THEN 'run at max_active_tasks'
            WHEN lt.free < 1 THEN 'task at max_active_tis_per_dag'
            WHEN lm.free < 1 THEN 'task at max_active_tis_per_dagrun'
@@ -55,6 +58,8 @@ LEFT JOIN limit_usage lt ON lt.kind = 'task' AND lt.dag_id = ti.dag_id AND lt.ta
 LEFT JOIN limit_usage lm ON lm.kind = 'task_run' AND lm.dag_run_id = ti.dag_run_id AND lm.task_id = ti.task_id
 LEFT JOIN limit_usage le ON le.kind = 'executor' AND le.executor = ti.executor
 LEFT JOIN pool_reservation rs ON rs.ti_id = ti.id
+LEFT JOIN (SELECT x.pool, count(*) AS n, sum(x.slots) AS slots FROM pool_reservation x GROUP BY x.pool) ro
+       ON ro.pool = ti.pool
 LEFT JOIN (SELECT v.preempted_for, count(*) AS n FROM task_instance v WHERE v.state = 'preempting'
            GROUP BY v.preempted_for) pv ON pv.preempted_for = ti.id
 WHERE ti.state = 'scheduled';
