@@ -212,7 +212,8 @@ class Triggerer:
                     except asyncio.TimeoutError:
                         pass
         finally:
-            self._heap.clear() if not self.timers else None
+            if not self.timers:
+                self._heap.clear()
             self._clock_task = None
 
     async def _run(self, tid: int, trigger) -> None:
