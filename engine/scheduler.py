@@ -224,7 +224,7 @@ class Scheduler:
             self._stop = True
         signal.signal(signal.SIGTERM, _request_stop)
         signal.signal(signal.SIGINT, _request_stop)
-        ticks, last_full = 0, 0.0
+        ticks, last_full, poll = 0, 0.0, wakeup.Backoff()
         self.listener = wakeup.Listener(self.eng, "listen_scheduler")
         self.listener.open()  # before the first pass: nothing committed after it is missed
         try:
@@ -248,10 +248,16 @@ class Scheduler:
                     log.info("%s", format_summary(summary), extra={"summary": summary})
                 else:
                     log.debug("idle pass (%s ms)", summary["duration_ms"])
+                poll.note(did_work(summary))
                 if summary["tis_queued"] == 0 and summary["tis_scheduled"] == 0:
-                    # Idle: wait, but never so long that the heartbeat falls behind.
-                    self._wait(min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
-                                   self.job.heartbeat_interval))
+                    # Idle: wait, but never so long that the heartbeat falls behind; without
+                    # notifications (MariaDB), soon again after a pass that did work (a finished
+                    # TI's downstream is likely next), backing off to the interval.
+                    wait = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
+                               self.job.heartbeat_interval)
+                    if not self.listener.active:
+                        wait = poll.next(wait)
+                    self._wait(wait)
         finally:
             self.listener.close()
             self.listener = None

@@ -134,6 +134,29 @@ def idle_wait(listener: "Listener | None", cfg, interval: float) -> float:
     return interval
 
 
+class Backoff:
+    """Polling where no notification wakes a service (MariaDB; PostgreSQL while LISTEN is
+    lost): look again soon after a pass that did work (a downstream task or the next queued
+    TI is likely to follow within milliseconds), then less and less often, doubling up to the
+    service's idle interval. An idle service costs what it did before; a busy one reacts in
+    tens of milliseconds instead of a whole interval."""
+
+    FIRST = 0.05  # seconds: the first wait after a pass that did work
+
+    def __init__(self):
+        self.delay: float | None = None  # None: the next wait is FIRST
+
+    def note(self, worked: bool) -> None:
+        """After every pass: one that did work starts the waits over from FIRST."""
+        if worked:
+            self.delay = None
+
+    def next(self, interval: float) -> float:
+        """Seconds to wait before the next pass: FIRST, then doubling, at most `interval`."""
+        self.delay = self.FIRST if self.delay is None else min(self.delay * 2, interval)
+        return min(self.delay, interval)
+
+
 def notify_queued(conn) -> None:
     """In the caller's transaction: tell listening workers that TIs were queued (PostgreSQL)."""
     if conn.dialect.name == "postgresql":

@@ -330,6 +330,7 @@ class Worker:
         # claimed tries whose upstream results could not be read (the database was down): they
         # start once it answers again; meanwhile they count against concurrency and heartbeat
         self.waiting: list[dict] = []
+        self._poll = wakeup.Backoff()  # when no notification wakes us (MariaDB)
         self.stopping = False
         self.outage = db.Outage(log, "running tasks continue, retrying")
         self._signals = 0
@@ -726,6 +727,8 @@ class Worker:
         fds = [c.pidfd for c in self.children if c.pidfd is not None]
         timeout = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.worker_poll_interval),
                       self.job.heartbeat_interval)
+        if not self.listener.active:
+            timeout = self._poll.next(timeout)
         due = [c.kill_at if c.kill_at is not None else c.deadline for c in self.children
                if c.kill_at is not None or c.deadline is not None]
         if due:  # an execution_timeout or a SIGKILL grace period ends: act on time
@@ -758,6 +761,8 @@ class Worker:
         try:
             while not self.stopping:
                 counts = self.run_once()
+                # without notifications, look again soon after a pass that claimed or finished a try
+                self._poll.note(bool(counts["claimed"] or counts["finished"]))
                 if burst and counts["running"] == 0 and not self.unreported and self._pending_work() == 0:
                     log.info("burst mode: no work left for queues %s", ",".join(self.queues))
                     break

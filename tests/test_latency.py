@@ -177,3 +177,19 @@ def test_a_missing_dag_folder_fails_to_start_as_without_the_zygote(zyg, tmp_path
 
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfds and the zygote: Linux only")
+
+
+def test_polling_without_notifications_looks_again_soon_after_work_then_backs_off():
+    """wakeup.Backoff (MariaDB's scheduler and worker loops): FIRST after a pass that did work,
+    doubling up to the idle interval while nothing happens, never above it."""
+    from engine.wakeup import Backoff
+
+    poll = Backoff()
+    poll.note(True)
+    waits = [poll.next(1.0) for _ in range(7)]
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    poll.note(False)                 # an idle pass changes nothing
+    assert poll.next(1.0) == 1.0
+    poll.note(True)                  # work again: soon again
+    assert poll.next(1.0) == 0.05
+    assert poll.next(0.02) == 0.02   # never above the service's own interval
