@@ -49,12 +49,12 @@ def celery_worker(c: Context, queues, concurrency):
         os.environ["ENGINE_DATABASE_URL"] = cfg.database_url
     if c.config_path:
         os.environ["ENGINE_CONFIG"] = c.config_path
-    from engine.celery import make_app, queue_name
+    from engine.celery import make_app, queue_name, run_worker
 
-    app = make_app(cfg)
-    app.worker_main(["worker", "-Q", ",".join(queue_name(cfg, q) for q in qs),
-                     "-c", str(concurrency or cfg.worker_concurrency), "-n", f"engine-{os.getpid()}@%h",
-                     "--loglevel", "INFO", "--without-gossip", "--without-mingle"])
+    sys.exit(run_worker(make_app(cfg), ["worker", "-Q", ",".join(queue_name(cfg, q) for q in qs),
+                                        "-c", str(concurrency or cfg.worker_concurrency),
+                                        "-n", f"engine-{os.getpid()}@%h",
+                                        "--loglevel", "INFO", "--without-gossip", "--without-mingle"]))
 
 
 @click.command()

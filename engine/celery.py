@@ -14,6 +14,7 @@ Settings: celery_broker_url (amqp://... for RabbitMQ, redis://... for Redis), ce
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import Celery
 from celery.signals import worker_process_init
@@ -76,6 +77,47 @@ def make_app(cfg=None) -> Celery:
     )
     app.task(name=TASK)(run_ti)
     return app
+
+
+def run_worker(app: Celery, argv: list[str], sleep=time.sleep) -> int:
+    """Run a Celery worker until it is asked to stop (SIGTERM, SIGINT, SIGQUIT); return its exit
+    code. A worker that had become ready and then stopped on its own is started again, after a
+    delay that doubles up to 30 s, as a supervisor would: its tries report through the database,
+    and its unacknowledged messages come back. Seen with kombu 5.7's Redis transport: when a
+    broker restart drops the connection while a message is unacknowledged, restoring it raises
+    AttributeError ('NoneType' object has no attribute 'hostname'), Celery calls that an
+    "Unrecoverable error" and returns with exit code 0. A worker that fails before it is ready
+    (a bad setting) is not started again."""
+    from celery.signals import worker_ready
+    from celery.worker import state
+
+    def asked_to_stop() -> bool:   # Celery's signal handlers set these, also between two runs
+        return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
+
+    def on_ready(**_):
+        ready.append(True)
+
+    ready: list[bool] = []
+    worker_ready.connect(on_ready, weak=False)
+    try:
+        delay = 0.5
+        while True:
+            ready.clear()
+            started = time.monotonic()
+            code = app.start(argv)
+            if asked_to_stop() or not ready:
+                return code or 0
+            delay = 1.0 if time.monotonic() - started > 60 else min(30.0, delay * 2)
+            log.error("the Celery worker stopped on its own (exit code %s; the error is above): starting it "
+                      "again in %.0f s", code, delay)
+            for _ in range(round(delay * 10)):
+                if asked_to_stop():
+                    return 0
+                sleep(0.1)
+            if asked_to_stop():
+                return 0
+    finally:
+        worker_ready.disconnect(on_ready)
 
 
 def queue_name(cfg, queue: str) -> str:

@@ -20,7 +20,8 @@ def _wait(what, cond, seconds, cluster):
     end = time.monotonic() + seconds
     while not cond():
         if time.monotonic() > end:
-            logs = "".join(f"\n--- {p.name}\n{p.log_text()[-2000:]}" for p in cluster.procs)
+            logs = "".join(f"\n--- {p.name} (exit code {p.popen.poll()}, None: still running)\n{p.log_text()[-2000:]}"
+                           for p in cluster.procs)
             raise AssertionError(f"timed out waiting for {what}{logs}")
         time.sleep(0.2)
 
@@ -100,8 +101,11 @@ def run_celery_chaos(eng, db_url, workdir, broker_url: str, restart_broker, runs
         dispatched = conn.execute(sa.text("SELECT count(*) FROM ti_dispatch")).scalar()
     report["invariants"]["stopped processes exit 0"] = [f"{n}: exit {c}" for n, c in codes.items() if c != 0]
     report["invariants"]["no message left in flight"] = [f"{dispatched} ti_dispatch rows"] if dispatched else []
-    stale = sum(p.log_text().count("): stale") for p in cluster.procs if p.kind == "celery-worker")
-    report["counts"].update(stale_messages_dropped=stale, seconds=round(time.monotonic() - started, 1), kills=cluster.kills,
+    logs = [p.log_text() for p in cluster.procs if p.kind == "celery-worker"]
+    stale = sum(text.count("): stale") for text in logs)
+    restarts = sum(text.count("the Celery worker stopped on its own") for text in logs)
+    report["counts"].update(stale_messages_dropped=stale, celery_workers_started_again=restarts,
+                            seconds=round(time.monotonic() - started, 1), kills=cluster.kills,
                             processes=len(cluster.procs))
     return report
 

@@ -113,3 +113,50 @@ def test_mixed_executors_and_cancel_on_celery(eng, db_url, dialect, tmp_path):
         codes = cluster.stop()
         delete_queues(url, [cluster.env["ENGINE_CELERY_QUEUE_PREFIX"] + q for q in ("default", "other")])
     assert all(code == 0 for code in codes.values()), codes
+
+
+class _FakeWorkerApp:
+    """app.start() of a Celery worker, scripted: each run becomes ready (or not) and then ends on
+    its own, or because a signal handler set Celery's shutdown flag (here, or during the pause)."""
+
+    def __init__(self, runs, monkeypatch):
+        from celery.worker import state
+
+        self.runs, self.state, self.calls = list(runs), state, 0
+        monkeypatch.setattr(state, "should_stop", None)
+        monkeypatch.setattr(state, "should_terminate", None)
+
+    def start(self, argv):
+        from celery.signals import worker_ready
+
+        assert argv[0] == "worker"
+        self.calls += 1
+        ready, ends = self.runs.pop(0)
+        if ready:
+            worker_ready.send(sender=None)
+        if ends == "asked":
+            self.state.should_stop = 0
+        return 0 if ready else 1
+
+
+@pytest.mark.parametrize("runs, calls, code", [
+    ([(True, "asked")], 1, 0),                           # SIGTERM: stop
+    ([(False, "own")], 1, 1),                            # never ready (a bad setting): not retried
+    ([(True, "own"), (True, "own"), (True, "asked")], 3, 0),  # stopped on its own: started again
+    ([(True, "own"), (False, "own")], 2, 1),             # ... unless the new one cannot start
+])
+def test_celery_worker_is_started_again_when_it_stops_on_its_own(monkeypatch, runs, calls, code):
+    from engine.celery import run_worker
+
+    app, pauses = _FakeWorkerApp(runs, monkeypatch), []
+    assert run_worker(app, ["worker"], sleep=pauses.append) == code
+    assert app.calls == calls
+    assert pauses == [0.1] * sum(10 * 2 ** i for i in range(calls - 1))  # 1 s, 2 s, ... before each new start
+
+
+def test_celery_worker_asked_to_stop_while_it_waits_to_start_again(monkeypatch):
+    from engine.celery import run_worker
+
+    app = _FakeWorkerApp([(True, "own")], monkeypatch)
+    assert run_worker(app, ["worker"], sleep=lambda _: setattr(app.state, "should_terminate", True)) == 0
+    assert app.calls == 1
