@@ -39,8 +39,28 @@ def transient(exc: BaseException) -> bool:
 
 def deadlock(exc: BaseException) -> bool:
     return db.error_code(exc) in ("40P01", 1213)
+
+
+# The next late (high-priority) TI to arrive, where it can cause a preemption: its pool is full of
+# running tries it outranks and the executor has room. Released at random instead, the late TIs
+# all arrived in the race's first second and then simply went first; on a slow machine no pool
+# was full of outranked tries in that second, and the race saw no preemption at all (CI, once).
+# Most late TIs arrive this way; one in ten tries releases one anywhere, so all arrive in the end.
+LATE_WHERE_PREEMPTION_CAN_HAPPEN = sa.text("""
+    SELECT min(ti.id) FROM task_instance ti JOIN pool p ON p.name = ti.pool
+    WHERE ti.state = 'none' AND p.preempt_margin IS NOT NULL
+      AND ti.pool_slots + (SELECT coalesce(sum(a.pool_slots), 0) FROM task_instance a
+                           WHERE a.pool = ti.pool AND a.state IN ('queued', 'running', 'preempting')) > p.slots
+      AND EXISTS (SELECT 1 FROM task_instance v WHERE v.pool = ti.pool AND v.state = 'running'
+                    AND v.priority_weight <= ti.priority_weight - p.preempt_margin)
+      AND (SELECT count(*) FROM task_instance a WHERE a.state IN ('queued', 'running', 'preempting', 'deferred'))
+          < (SELECT x.parallelism FROM executor x WHERE x.name = 'default')""")
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ENOUGH_WITHIN = 240.0  # seconds the parent waits, after `seconds`, for `enough` to hold
+# With preempt, a claimed try runs up to HOLD seconds (uniform) before its completer may finish it.
+# Finished at once, tries left a pool full of running tries only for a few milliseconds, and
+# whether a preemption happened at all hung on the machine's speed (CI saw none in 250 s, twice).
+HOLD = 0.5
 
 
 class Window:
@@ -149,8 +169,10 @@ def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None
                 raise
             busy += 1
         if preempt and rng.random() < 0.3:
-            with eng.begin() as c:  # a high-priority TI arrives, now and then
-                late = c.execute(sa.text("SELECT min(id) FROM task_instance WHERE state = 'none'")).scalar()
+            with eng.begin() as c:  # a high-priority TI arrives, now and then (LATE_WHERE_PREEMPTION_CAN_HAPPEN)
+                late = c.execute(LATE_WHERE_PREEMPTION_CAN_HAPPEN).scalar()
+                if late is None and rng.random() < 0.1:
+                    late = c.execute(sa.text("SELECT min(id) FROM task_instance WHERE state = 'none'")).scalar()
                 c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = :i AND state = 'none'"),
                           {"i": late})
         if preempt:
@@ -174,6 +196,7 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
     eng = db.make_engine(url)
     rng = random.Random(seed)
     running, finished, violations, claimed, deadlocks = [], 0, [], [], 0
+    until = {}  # (ti_id, try_number) -> when its try may end
     job_id = None
     if preempt:
         with db.connect(eng) as c:
@@ -196,8 +219,12 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
                          limit=rng.randint(1, 4), log_dir="/tmp", now=None).all()
         running += new
         claimed += [(r.ti_id, r.try_number) for r in new]
+        now = time.monotonic()
+        for r in new:  # a try runs for a while (HOLD), so that pools fill with running, outranked tries
+            until[(r.ti_id, r.try_number)] = now + (rng.random() * HOLD if preempt else 0.0)
         rng.shuffle(running)
-        for ti in running[: rng.randint(0, len(running))]:
+        done = [r for r in running if until[(r.ti_id, r.try_number)] <= now]
+        for ti in done[: rng.randint(0, len(done))]:
             with db.connect(eng) as c:
                 db.run(c, "finish_ti", ti_id=ti.ti_id, try_number=ti.try_number, exit_code=0, timed_out=False,
                        reason=None, now=None)
