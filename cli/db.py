@@ -51,17 +51,27 @@ def db_current(c: Context):
 
 
 @db_group.command("check")
+@click.option("--repair", is_flag=True,
+              help="when the usage counters differ from a recount, append the corrections (recount_usage_v1)")
 @pass_ctx
 @handle_errors
-def db_check(c: Context):
-    """List missing, drifted or outdated procedures; exit 1 if any."""
+def db_check(c: Context, repair):
+    """List missing, drifted or outdated procedures, and usage counters that differ from a
+    recount; exit 1 if any."""
     eng = c.engine(migrated=False)
-    if migrate.current(eng) is None:
+    current = migrate.current(eng)
+    if current is None:
         raise EngineError("the database has no engine schema yet; run `engine db upgrade`")
     with db.connect(eng) as conn:
         findings = procedures.check(conn)
+    if current >= USAGE_COUNTERS_REVISION:
+        findings.append(usage_finding(eng, repair))
     click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))
-    bad = [f for f in findings if f.status != "ok"]
+    bad = [f for f in findings if f.status not in ("ok", "repaired")]
+    counters = [f for f in bad if f.name == "usage counters"]
+    if counters:
+        click.echo(f"the usage counters differ from a recount: {counters[0].detail}", err=True)
+        bad = [f for f in bad if f not in counters]
     files = [f for f in bad if f.status in ("changed-released", "deleted-released")]
     if files:
         click.echo(f"{len(files)} released file(s) changed; restore them: a change is a new _vN file and revision",
@@ -69,8 +79,31 @@ def db_check(c: Context):
     if len(bad) > len(files):
         click.echo(f"{len(bad) - len(files)} object(s) not as the sql/ files describe; run `engine db upgrade` to "
                    f"repair", err=True)
-    if bad:
+    if bad or counters:
         sys.exit(1)
+
+
+USAGE_COUNTERS_REVISION = "0020"
+
+
+def usage_finding(eng, repair: bool) -> procedures.Finding:
+    """One line on the usage counters (docs/critical-section.md, "Usage counters"): ok, or how
+    many partitions differ from a recount (view usage_drift) and, with repair, the corrections
+    appended (the next queue_tis call folds them in)."""
+    with db.connect(eng) as conn:
+        rows = db.run(conn, "usage_drift").all()
+    if not rows:
+        return procedures.Finding("usage counters", "ok", "equal to a recount of task_instance")
+    first = rows[0]
+    key = ", ".join(f"{k}={getattr(first, k)}" for k in ("dag_run_id", "dag_id", "task_id", "pool", "executor")
+                    if getattr(first, k) is not None)
+    detail = (f"{len(rows)} partition(s) differ from a recount; first: {first.kind} {key} counted {first.counted}, "
+              f"recounted {first.recounted}")
+    if not repair:
+        return procedures.Finding("usage counters", "drifted", detail + "; run `engine db check --repair`")
+    with db.connect(eng) as conn:
+        n = db.run(conn, "recount_usage").scalar_one()
+    return procedures.Finding("usage counters", "repaired", f"{detail}; {n} correction(s) appended")
 
 
 @db_group.command("procedures")

@@ -120,22 +120,39 @@ def check_schema(name: str, where: str = "setting schema") -> str:
     return name
 
 
-def make_engine(url: str, schema: str | None = None) -> Engine:
+def pg_options(url_options: str | None, schema: str | None) -> str:
+    """libpq `options` of every PostgreSQL connection the engine opens: no JIT (the engine's
+    statements are short index probes, and a plan costed on statistics of tables never
+    analyzed, as in a new deployment, passes jit_above_cost: PostgreSQL then spends hundreds of
+    milliseconds compiling a statement that runs in tens), the schema's search_path, then the
+    URL's own options (later -c settings win, so a URL may turn JIT back on)."""
+    parts = ["-c jit=off"] + ([f"-c search_path={schema}"] if schema else []) + ([url_options] if url_options else [])
+    return " ".join(parts)
+
+
+def make_engine(url: str, schema: str | None = None, pool_size: int | None = None) -> Engine:
     """An engine for `url`. `schema` (setting schema, ENGINE_SCHEMA) keeps one deployment's
     tables, lock rows, procedures and views apart from another's on the same server: on
     PostgreSQL it is the only schema on the connections' search_path (created by `engine db
-    upgrade`); on MySQL/MariaDB it is the database, in place of the URL's."""
+    upgrade`); on MySQL/MariaDB it is the database, in place of the URL's. `pool_size`:
+    SQLAlchemy's (default 5), for a process with more threads than that."""
     import sqlalchemy as sa
 
-    kwargs: dict = {}
     if schema:
         check_schema(schema)
         if is_mysql_url(url):
             url = sa.engine.make_url(url).set(database=schema).render_as_string(hide_password=False)
-        else:
-            kwargs = {"connect_args": {"options": f"-c search_path={schema}"}}
     if is_mysql_url(url):
         kwargs = {"connect_args": mysql_connect_args(), "isolation_level": "READ COMMITTED"}
+    else:
+        try:
+            url_options = sa.engine.make_url(url).query.get("options")
+        except sa.exc.ArgumentError:
+            url_options = None  # create_engine below says what is wrong with the URL
+        kwargs = {"connect_args": {"options": pg_options(url_options if isinstance(url_options, str) else None,
+                                                         schema)}}
+    if pool_size is not None:
+        kwargs["pool_size"] = pool_size
     try:
         eng = sa.create_engine(url, future=True, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:

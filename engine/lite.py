@@ -72,9 +72,7 @@ def open(url: str, schema: str | None = None) -> "Engine | None":
         database = schema or database
         kwargs.update(query, database=database, **db.mysql_connect_args())
     else:
-        kwargs.update(query, dbname=database)
-        if schema:
-            kwargs["options"] = f"-c search_path={schema}"
+        kwargs.update(query, dbname=database, options=db.pg_options(query.get("options"), schema))
     return Engine(url, dialect, {k: v for k, v in kwargs.items() if v is not None}, schema)
 
 

@@ -72,9 +72,7 @@ def main() -> None:
     args = ap.parse_args()
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
-    eng = db.make_engine(url)
-    eng = sa.create_engine(eng.url, pool_size=args.workers + 4, **({"connect_args": db.mysql_connect_args(),
-                           "isolation_level": "READ COMMITTED"} if db.is_mysql_url(url) else {}))
+    eng = db.make_engine(url, pool_size=args.workers + 4)
     migrate.upgrade(eng)
     setup(eng, args.tasks)
     total = args.runs * args.tasks

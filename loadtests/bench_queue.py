@@ -77,7 +77,8 @@ ANALYZE;
 
 # The same world on MySQL/MariaDB: no generate_series (a JSON_TABLE over an n-element array,
 # {seq_x} below, numbers g from 0), no TRUNCATE ... CASCADE (foreign key checks off meanwhile;
-# TRUNCATE restarts AUTO_INCREMENT), CRC32 for hashtext, DIV for integer division.
+# TRUNCATE restarts AUTO_INCREMENT; it runs no trigger, so the usage counters are emptied with
+# the TIs), CRC32 for hashtext, DIV for integer division.
 MYSQL_SETUP = """
 SET FOREIGN_KEY_CHECKS = 0;
 TRUNCATE task_instance;
@@ -88,6 +89,12 @@ TRUNCATE task;
 TRUNCATE dag;
 TRUNCATE pool;
 TRUNCATE executor;
+TRUNCATE usage_delta;
+TRUNCATE used_pool;
+TRUNCATE used_run;
+TRUNCATE used_task;
+TRUNCATE used_task_run;
+TRUNCATE used_executor;
 SET FOREIGN_KEY_CHECKS = 1;
 INSERT INTO executor (name, parallelism) VALUES ('default', 2000);
 INSERT INTO pool (name, slots, include_deferred)

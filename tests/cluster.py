@@ -232,6 +232,8 @@ def check_invariants(conn, dag_id: str, expected_runs: set[str] | None = None,
             spans[("max_active_runs", dag_id)].append((r.start_date, r.end_date, 1))
     limits[("max_active_runs", dag_id)] = dag.max_active_runs
     inv["no limit exceeded at any instant"] = _sweep(spans, limits)
+    # The usage counters (kept by triggers, folded by queue_tis) equal a recount, kill -9 or not.
+    inv["usage counters equal the recount"] = [tuple(r) for r in q("SELECT * FROM usage_drift")]
 
     reasons = Counter(re.sub(r"\d+", "N", h.reason or "-") for h in hist if h.state == "failed")
     counts = {

@@ -260,3 +260,29 @@ def test_twice_in_one_transaction_and_what_it_refuses(eng, version):
     with db.connect(eng) as c:
         with pytest.raises(sa.exc.DBAPIError, match="scheduler_lock row queue_tis is missing"):
             call_queue_tis(c, version, max_tis=3, job_id=None, now=None)
+
+
+@pytest.mark.parametrize("scratch_version", [5, 6])
+def test_v5_scratch_rows_left_by_earlier_calls_neither_count_nor_pile_up(eng, dialect, scratch_version):
+    """queue_tis_v5 and v6 (PostgreSQL; they share the scratch tables) keep their scratch
+    tables' rows past the commit: a call must ignore what an earlier call of the session left,
+    and past 2 MB it truncates them."""
+    if dialect != "postgresql":
+        pytest.skip("MySQL's queue_tis_v5 and v6 are queue_tis_v4")
+    w = world(tis_of(6, pool="p", priority_weight=2) + tis_of(6, start=20, task_id="u"), pools={"p": (3, False)})
+    load_world(eng, w)
+    with eng.connect() as c:
+        with c.begin():  # creates the session's tables
+            assert [r.ti_id for r in call_queue_tis(c, scratch_version, max_tis=0, job_id=None, now=None)] == []
+        with c.begin():  # rows an earlier call might have left: full partitions, a page, a batch
+            c.execute(sa.text("INSERT INTO qt5_used_pool VALUES ('p', 3), ('default_pool', 128)"))
+            c.execute(sa.text("INSERT INTO qt5_page (id, pool, priority_weight) "
+                              "SELECT g, 'p', 9 FROM generate_series(100000, 140000) g"))
+            c.execute(sa.text("INSERT INTO qt5_cand (rank, id) SELECT g, g FROM generate_series(1, 20000) g"))
+        size = "SELECT pg_total_relation_size('pg_temp.qt5_page') + pg_total_relation_size('pg_temp.qt5_cand')"
+        assert c.execute(sa.text(size)).scalar() > 2 * 1024 * 1024
+        c.commit()
+        with c.begin():
+            got = [r.ti_id for r in call_queue_tis(c, scratch_version, max_tis=512, job_id=None, now=None)]
+        assert sorted(got) == sorted(greedy(w, 512)) and len(got) == 9  # 3 of p, the 6 of default_pool
+        assert c.execute(sa.text(size)).scalar() < 2 * 1024 * 1024  # truncated, not just deleted

@@ -198,6 +198,7 @@ def test_racing_schedulers_with_preemption_keep_every_limit_and_run_no_try_twice
     assert result["preempted"] > 0
     with eng.connect() as c:
         assert c.execute(sa.text("SELECT count(*) FROM limit_usage WHERE used > cap")).scalar() == 0
+        assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []  # the counters kept up
         # every preempted try went back through heartbeat_v3 or still holds its place
         assert c.execute(sa.text("SELECT count(*) FROM state_change WHERE action = 'preempt'")).scalar() \
             == result["preempted"]

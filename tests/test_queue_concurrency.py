@@ -1,17 +1,20 @@
 """Schedulers call queue_tis at once while two completers claim and finish: no limit is ever
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
-Also a rolling upgrade (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
-beside new ones calling queue_tis_v3, one database), and the new version alone on ids that
-collide when joined with '.'."""
+Also rolling upgrades (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
+beside new ones calling queue_tis_v3; queue_tis_v5 beside the named query's v6, one database),
+and the named query's version alone on ids that collide when joined with '.'."""
 import pytest
 import sqlalchemy as sa
+
+from engine import db
 
 from tests.race import race, setup_world
 
 CASES = {
     "current": dict(versions=(None,), dotted=False),
     "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
+    "v5-v6": dict(versions=(5, None, 5, None), dotted=False),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 
@@ -29,4 +32,5 @@ def test_racing_schedulers_never_exceed_a_limit_or_queue_twice(eng, db_url, case
     with eng.connect() as c:
         in_db = c.execute(sa.text("SELECT count(*) FROM task_instance WHERE state <> 'scheduled'")).scalar()
         assert c.execute(sa.text("SELECT count(*) FROM limit_usage WHERE used > cap")).scalar() == 0
+        assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []  # the counters kept up
     assert in_db == result["queued"]  # every queue event is one TI that left 'scheduled'

@@ -4,8 +4,9 @@ queue_tis_v1 (still installed for schedulers of earlier releases) on worlds with
 ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (still
 installed) and queue_tis_v3 (still installed) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
 'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors.
-queue_tis_v4 (the named query) against greedy_v4 on the same worlds with reservations (some
-stale), TIs scheduled at different times, aging and wide-TI reservations (docs/priority.md)."""
+queue_tis_v4, queue_tis_v5 and queue_tis_v6 (the named query; it reads the usage counters) against greedy_v4 on the same worlds with
+reservations (some stale), TIs scheduled at different times, aging and wide-TI reservations
+(docs/priority.md); v5's scratch tables keep rows from call to call of a session (PostgreSQL)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -147,19 +148,23 @@ def contended_worlds(draw):
     return World(pools, {"default": draw(st.sampled_from([None, 6])), "other": None}, dags, tasks, runs, tis)
 
 
-# queue_tis_v4 with its knobs set as the named query sets them, and page_factor chosen.
+# queue_tis_v4 / v5 with its knobs set as the named query sets them, and page_factor chosen.
 V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rate AS float) AS text), true), "
                           "set_config('engine.aging_cap', CAST(:cap AS text), true), "
                           "set_config('engine.reserve_after', CAST(CAST(:ra AS float) AS text), true)",
-                          "SELECT * FROM queue_tis_v4(:max_tis, NULL, :now, :pf)"],
+                          "SELECT * FROM queue_tis_v{v}(:max_tis, NULL, :now, :pf)"],
            "mysql": ["SET @engine_aging_rate = :rate, @engine_aging_cap = :cap, @engine_reserve_after = :ra",
-                     "CALL queue_tis_v4(:max_tis, NULL, :now, :pf)"]}
+                     "CALL queue_tis_v{v}(:max_tis, NULL, :now, :pf)"]}
 
 
-@pytest.mark.parametrize("page_factor", [2, 0], ids=["v4", "v4-small-pages"])
+# (v4's and v5's 8-row pages were checked while each was the named query's; both are frozen since.)
+@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (6, 2), (6, 0)],
+                         ids=["v4", "v5", "v6", "v6-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
-def test_queue_tis_v4_matches_the_model(eng, page_factor, max_tis, data):
+def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
+    if version == 6 and page_factor == 0 and db.dialect_dir(eng) == "mysql":
+        pytest.skip("MySQL's queue_tis_v6 calls queue_tis_v4 (v6 checks that call)")
     w = data.draw(st.one_of(worlds(dotted=True), contended_worlds()), label="world")
     for t in w.tis:  # scheduled at some minute (None: when its run was due)
         if t.since is None:
@@ -181,7 +186,7 @@ def test_queue_tis_v4_matches_the_model(eng, page_factor, max_tis, data):
         with db.connect(eng) as c:
             knobs_sql, call = V4_CALL[db.dialect_dir(c)]
             c.execute(sa.text(knobs_sql), params)
-            got = [r.ti_id for r in c.execute(sa.text(call), params).all()]
+            got = [r.ti_id for r in c.execute(sa.text(call.format(v=version)), params).all()]
         assert sorted(got) == sorted(expected)
         assert reservations(eng) == sorted((r.ti_id, r.pool, r.slots, r.reason) for r in w.reservations)
         for part, (cap, used) in _usage(eng).items():

@@ -145,6 +145,37 @@ def test_max_active_runs_starts_queued_runs_in_order(eng, cfg, tmp_path):
     assert run_states(eng, "mar") == ["success", "success", "success"]
 
 
+def test_a_run_started_after_another_finished_starts_after_its_end_on_paper(eng, cfg, tmp_path):
+    """create_dag_runs_v4 stamps a started run with the moment it decided, not its transaction's
+    start: a pass whose transaction began before another scheduler finished the DAG's only
+    running run must not start the next run before that run's end_date (max_active_runs=1
+    would be exceeded on paper; v3 did that on PostgreSQL)."""
+    import sqlalchemy as sa
+
+    from engine import db
+
+    sync_source(eng, tmp_path / "dags", """
+        with DAG("mar1", max_active_runs=1):
+            BashTask("t", bash_command="true")
+    """)
+    for i in range(2):
+        trigger(eng, "mar1", run_id=f"r{i}")
+    tick(eng, cfg)
+    assert run_states(eng, "mar1") == ["running", "queued"]
+    with eng.connect() as late:
+        late.execute(sa.text("SELECT 1"))  # its transaction (and PostgreSQL's now()) starts here
+        with eng.begin() as other:  # another scheduler finishes r0, after that start
+            other.execute(sa.text("UPDATE dag_run SET state = 'success', end_date = CURRENT_TIMESTAMP(6) "
+                                  "WHERE dag_id = 'mar1' AND run_id = 'r0'"))
+        assert db.run(late, "create_dag_runs", now=None).one().runs_started == 1
+        late.commit()
+    with eng.connect() as c:
+        ended, started = c.execute(sa.text(
+            "SELECT (SELECT end_date FROM dag_run WHERE dag_id = 'mar1' AND run_id = 'r0'), "
+            "(SELECT start_date FROM dag_run WHERE dag_id = 'mar1' AND run_id = 'r1')")).one()
+    assert started >= ended, (started, ended)
+
+
 def test_paused_dag_starts_nothing_new_and_running_work_finishes(eng, cfg, tmp_path):
     sync_source(eng, tmp_path / "dags", """
         with DAG("p"):

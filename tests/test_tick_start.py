@@ -128,3 +128,28 @@ def test_every_named_statement_reads_as_sqlalchemy_sends_it(dialect_dir):
     for name in names:
         for part in db._parts(dialect_dir, name)[0]:
             assert lite.pyformat(part) == str(sa.text(part).compile(dialect=dialect)), name
+
+
+def test_postgresql_connections_run_without_jit(db_url, dialect):
+    """Both connection layers open PostgreSQL sessions with jit off, the schema's search_path
+    kept, and a URL's own options applied last (they may turn JIT back on)."""
+    if dialect != "postgresql":
+        pytest.skip("JIT is PostgreSQL's")
+    import sqlalchemy as sa
+
+    def jit(url):
+        eng = db.make_engine(url)
+        light = lite.open(url)
+        try:
+            with db.connect(eng) as conn:
+                heavy_says = conn.execute(sa.text("SHOW jit")).scalar()
+            with db.connect(light) as conn:
+                light_says = conn.execute(lite.Statement("SHOW jit", {}, "postgresql")).scalar()
+            return heavy_says, light_says
+        finally:
+            eng.dispose()
+            light.dispose()
+
+    assert jit(db_url) == ("off", "off")
+    assert jit(db_url + ("&" if "?" in db_url else "?") + "options=-c%20jit%3Don") == ("on", "on")
+    assert db.pg_options(None, "s1") == "-c jit=off -c search_path=s1"

@@ -1,4 +1,4 @@
-# Issue 11 before/after: V=4 (before) or V=5 (after) bash loadtests/baselines/capacity_bench.sh
+# Issue 11 before/after: V=4 (before) or V=5 (after, PostgreSQL lines only: MariaDB v5 calls v4) bash loadtests/baselines/capacity_bench.sh
 cd "$(dirname "$0")/../.."
 PG=postgresql+psycopg://postgres@127.0.0.1:5432/capacity_bench
 MY=mysql+pymysql://root@127.0.0.1:3306/capacity_bench

@@ -1,1 +1,1 @@
-SELECT * FROM create_dag_runs_v3(:now)
+SELECT * FROM create_dag_runs_v4(:now)

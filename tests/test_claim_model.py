@@ -1,0 +1,59 @@
+"""claim_tis takes exactly what a worker is owed: the first `limit` queued TIs of its queues
+(executor 'default'), by priority_weight DESC, queued_at, id, whatever queues it names
+(duplicates, unknown ones, several at once) and however the TIs are spread over them. Checked
+against a one-line model on random states, queues, priorities and queue times (ties included),
+for the version the named query calls (claim_tis_v3: one index-ordered read per queue) and for
+claim_tis_v2, which read and sorted every queued TI."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import calls, db
+from tests.helpers import sql, sync_source, trigger
+from tests.world import T0
+
+N = 14
+QUEUES = ["a", "b", "c"]
+
+
+@pytest.fixture
+def tis(eng, tmp_path):
+    tasks = "\n".join(f"    BashTask('t{i:02d}', bash_command='true')" for i in range(N))
+    sync_source(eng, tmp_path / "dags", f"with DAG('claims'):\n{tasks}\n")
+    trigger(eng, "claims", run_id="r")
+    with db.connect(eng) as conn:
+        db.run(conn, "create_dag_runs", now=None).one()  # starts the run: one TI per task
+    return [r.id for r in sql(eng, "SELECT id FROM task_instance WHERE dag_id = 'claims' ORDER BY task_id")]
+
+
+ti_rows = st.lists(st.tuples(st.sampled_from(["queued"] * 4 + ["scheduled", "running"]), st.sampled_from(QUEUES),
+                             st.integers(1, 4), st.integers(0, 3), st.sampled_from(["default"] * 4 + ["celery"])),
+                   min_size=N, max_size=N)
+
+
+@pytest.mark.parametrize("version", [None, 2], ids=["named-query", "v2"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=ti_rows, queues=st.lists(st.sampled_from(QUEUES + ["zz"]), min_size=1, max_size=4),
+       limit=st.integers(0, N + 2))
+def test_claim_takes_the_first_queued_tis_of_the_workers_queues(eng, tis, version, rows, queues, limit):
+    with eng.begin() as conn:
+        for ti_id, (state, queue, pw, sec, executor) in zip(tis, rows):
+            conn.execute(sa.text("UPDATE task_instance SET state = :s, queue = :q, priority_weight = :p, "
+                                 "queued_at = :t, executor = :e, try_number = 0, worker_job_id = NULL WHERE id = :i"),
+                         {"s": state, "q": queue, "p": pw, "t": T0 + timedelta(seconds=sec), "e": executor, "i": ti_id})
+    owed = sorted(((-pw, sec, ti_id) for ti_id, (state, queue, pw, sec, executor) in zip(tis, rows)
+                   if state == "queued" and queue in queues and executor == "default"))[:limit]
+    caller = eng if version is None else calls.pin(eng, f"claim_tis={version}")  # as procedure_versions does
+    with db.connect(caller) as conn:
+        got = db.run(conn, "claim_tis", job_id=None, hostname="h", queues=queues, limit=limit,
+                     log_dir="/tmp/logs", now=None).all()
+    assert sorted(r.ti_id for r in got) == sorted(ti_id for _, _, ti_id in owed)  # (rows come in no set order)
+    assert all(r.try_number == 1 for r in got)
+    claimed = {r.ti_id for r in got}
+    states = dict(sql(eng, "SELECT id, state FROM task_instance WHERE dag_id = 'claims'"))
+    assert all(states[ti_id] == ("running" if ti_id in claimed else row[0]) for ti_id, row in zip(tis, rows))
