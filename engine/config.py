@@ -46,9 +46,10 @@ SETTINGS = [
     Setting("worker_queues", "default", str, "comma-separated queues a worker claims from"),
     Setting("worker_zygote", True, bool, "fork tries from a warm, pre-imported process instead of starting a "
             "fresh interpreter for each (engine.zygote)"),
-    Setting("listen_poll_interval", 5.0, float, "PostgreSQL: seconds between the polls of an idle scheduler, worker or "
-            "triggerer that LISTENs for wake-ups (engine/wakeup.py); never less than its own interval", 0, 3600,
-            positive=True),
+    Setting("listen_poll_interval", 5.0, float, "seconds between the polls of an idle scheduler, worker or triggerer "
+            "(never less than its own interval): on PostgreSQL a wake-up (LISTEN) ends the wait sooner; on "
+            "MySQL/MariaDB, which have none, a service polls 50 ms after a pass that did work, doubling up to "
+            "this (engine/wakeup.py)", 0, 3600, positive=True),
     Setting("worker_poll_interval", 0.5, float, "seconds a worker sleeps when nothing is queued", 0, 3600, positive=True),
     Setting("heartbeat_interval", 5.0, float, "seconds between job heartbeats", 0, 3600, positive=True),
     Setting("job_heartbeat_threshold", 60.0, float, "seconds without heartbeat after which a job is dead",

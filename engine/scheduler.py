@@ -252,11 +252,12 @@ class Scheduler:
                 if summary["tis_queued"] == 0 and summary["tis_scheduled"] == 0:
                     # Idle: wait, but never so long that the heartbeat falls behind; without
                     # notifications (MariaDB), soon again after a pass that did work (a finished
-                    # TI's downstream is likely next), backing off to the interval.
-                    wait = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval),
-                               self.job.heartbeat_interval)
-                    if not self.listener.active:
-                        wait = poll.next(wait)
+                    # TI's downstream is likely next), backing off to listen_poll_interval.
+                    if self.listener.active:
+                        wait = wakeup.idle_wait(self.listener, self.cfg, self.cfg.scheduler_interval)
+                    else:
+                        wait = poll.next(wakeup.poll_ceiling(self.cfg, self.cfg.scheduler_interval))
+                    wait = min(wait, self.job.heartbeat_interval)
                     self._wait(wait)
         finally:
             self.listener.close()

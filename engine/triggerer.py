@@ -307,7 +307,8 @@ class Triggerer:
         log.info("triggerer job %s stopped", self.job.id)
 
     async def loop(self, max_passes: int | None = None) -> None:
-        """Pass every triggerer_poll_interval until SIGTERM/SIGINT; report fired triggers at once."""
+        """Pass until SIGTERM/SIGINT (idle: every listen_poll_interval, sooner when woken or after
+        a pass that did something); report fired triggers at once."""
         self._wake = asyncio.Event()
         aio = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -315,9 +316,10 @@ class Triggerer:
                 aio.add_signal_handler(sig, self._on_signal)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
-        passes, next_pass = 0, 0.0
+        passes, next_pass, poll = 0, 0.0, wakeup.Backoff()
         # PostgreSQL: defer_ti notifies engine_triggerer, so a new trigger starts at once and an
-        # idle pass is due only every listen_poll_interval (engine/wakeup.py).
+        # idle pass is due only every listen_poll_interval (engine/wakeup.py); MySQL/MariaDB:
+        # polls with a backoff up to listen_poll_interval.
         listener = wakeup.Listener(self.eng, "listen_triggerer")
         notified = []
 
@@ -343,8 +345,12 @@ class Triggerer:
                     if fd is None and listener.open():
                         fd = listener.fileno()
                         aio.add_reader(fd, on_notify)
-                    next_pass = time.monotonic() + wakeup.idle_wait(listener if fd is not None else None, self.cfg,
-                                                                    self.cfg.triggerer_poll_interval)
+                    if fd is not None:
+                        wait = wakeup.idle_wait(listener, self.cfg, self.cfg.triggerer_poll_interval)
+                    else:  # polling (MariaDB): soon after a pass that did something, backing off
+                        poll.note(bool(counts["claimed"] or counts["fired"] or counts["cancelled"]))
+                        wait = poll.next(wakeup.poll_ceiling(self.cfg, self.cfg.triggerer_poll_interval))
+                    next_pass = time.monotonic() + min(wait, self.job.heartbeat_interval)
                     if counts["claimed"] or counts["fired"] or counts["cancelled"]:
                         log.info("pass %s", counts)
                 elif self.fired:

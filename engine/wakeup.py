@@ -126,6 +126,12 @@ class Listener:
                 pass
 
 
+def poll_ceiling(cfg, interval: float) -> float:
+    """The longest wait of a polling service (Backoff's ceiling): listen_poll_interval, never
+    less than the service's own `interval`."""
+    return max(interval, float(getattr(cfg, "listen_poll_interval", interval)))
+
+
 def idle_wait(listener: "Listener | None", cfg, interval: float) -> float:
     """How long an idle service waits: its own `interval`, or, while a notification would wake it
     (listener active), listen_poll_interval when that is longer."""
@@ -138,8 +144,9 @@ class Backoff:
     """Polling where no notification wakes a service (MariaDB; PostgreSQL while LISTEN is
     lost): look again soon after a pass that did work (a downstream task or the next queued
     TI is likely to follow within milliseconds), then less and less often, doubling up to the
-    service's idle interval. An idle service costs what it did before; a busy one reacts in
-    tens of milliseconds instead of a whole interval."""
+    ceiling the caller gives (`poll_ceiling`: listen_poll_interval, as long as a listening
+    service sleeps). A busy service reacts in tens of milliseconds; an idle one looks once per
+    ceiling, as on PostgreSQL, so an idle deployment costs a few statements per second."""
 
     FIRST = 0.05  # seconds: the first wait after a pass that did work
 

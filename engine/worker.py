@@ -723,12 +723,13 @@ class Worker:
         """Wait for something to do: a try ending (its pidfd, or the zygote's report), work
         queued (a notification on engine_queued, PostgreSQL; only when a slot is free), a
         timeout or grace period to enforce, the heartbeat, or the poll interval
-        (worker_poll_interval; listen_poll_interval while notifications wake it)."""
+        (listen_poll_interval while notifications wake it; polling, wakeup.Backoff up to it)."""
         fds = [c.pidfd for c in self.children if c.pidfd is not None]
-        timeout = min(wakeup.idle_wait(self.listener, self.cfg, self.cfg.worker_poll_interval),
-                      self.job.heartbeat_interval)
-        if not self.listener.active:
-            timeout = self._poll.next(timeout)
+        if self.listener.active:
+            timeout = wakeup.idle_wait(self.listener, self.cfg, self.cfg.worker_poll_interval)
+        else:  # polling (MariaDB): soon after a claim or a finish, backing off to listen_poll_interval
+            timeout = self._poll.next(wakeup.poll_ceiling(self.cfg, self.cfg.worker_poll_interval))
+        timeout = min(timeout, self.job.heartbeat_interval)
         due = [c.kill_at if c.kill_at is not None else c.deadline for c in self.children
                if c.kill_at is not None or c.deadline is not None]
         if due:  # an execution_timeout or a SIGKILL grace period ends: act on time

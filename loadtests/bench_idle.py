@@ -11,9 +11,10 @@ services run with default settings; once each has sent a statement and 5 s more 
 
   * CPU: user + system time of each service and its descendants (the worker's zygote), from
     /proc, as a share of one core;
-  * statements: every statement each service sends, counted in the process by SQLAlchemy
-    events: BEGIN, each statement, COMMIT/ROLLBACK, and the pool's pre-ping (one per checkout);
-    neither server keeps per-database statement counts without an extension.
+  * statements: every command each service sends to the server, counted in the process at
+    the driver (so also what engine.lite sends, which SQLAlchemy never sees): BEGIN, each
+    statement, COMMIT/ROLLBACK, and the pool's pre-ping; neither server keeps per-database
+    statement counts without an extension.
 
 Then `engine tick` runs --ticks times (wall time of the whole process, imports included:
 median and max). The machine's load average is printed beside the figures.
@@ -38,21 +39,37 @@ from bench_latency import fresh_database, load  # noqa: E402
 DEFAULT_URLS = {"postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/bench_idle",
                 "mysql": "mysql+pymysql://root@127.0.0.1:3306/bench_idle"}
 
-# Runs a service with a statement counter: SQLAlchemy events on every engine; the counts are
-# written to a file every 0.5 s by a daemon thread.
+# Runs a service with a statement counter at the driver, below SQLAlchemy and engine.lite (the
+# scheduler's light engine talks to the driver directly: counted through SQLAlchemy's events
+# alone, its statements were missed): every command sent to the server. PyMySQL: each COM_QUERY
+# (statements, COMMIT, ROLLBACK, session set-up) and COM_PING (the pool's pre-ping). psycopg:
+# each cursor execute() (statements, the pre-ping's SELECT 1) and each internal command (BEGIN,
+# COMMIT, ROLLBACK). The counts are written to a file every 0.5 s by a daemon thread.
 COUNTED = """
 import json, sys, threading, time
-import sqlalchemy as sa
-from sqlalchemy import event
 counts = {"statements": 0}
-def bump(*a, **k):
-    counts["statements"] += 1
-event.listen(sa.engine.Engine, "before_cursor_execute", bump)
-event.listen(sa.engine.Engine, "begin", bump)
-event.listen(sa.engine.Engine, "commit", bump)
-event.listen(sa.engine.Engine, "rollback", bump)
-import sqlalchemy.pool
-event.listen(sqlalchemy.pool.Pool, "checkout", bump)   # pool_pre_ping: one ping per checkout
+def counting(fn, when=lambda *a, **k: True):
+    def wrapper(*a, **k):
+        if when(*a, **k):
+            counts["statements"] += 1
+        return fn(*a, **k)
+    return wrapper
+try:
+    import pymysql.connections
+    from pymysql.constants import COMMAND
+    C = pymysql.connections.Connection
+    C._execute_command = counting(C._execute_command,
+                                  lambda self, command, sql: command in (COMMAND.COM_QUERY, COMMAND.COM_PING))
+except ImportError:
+    pass
+try:
+    import psycopg, psycopg._connection_base
+    B = psycopg._connection_base.BaseConnection
+    B._exec_command = counting(B._exec_command)
+    psycopg.Cursor.execute = counting(psycopg.Cursor.execute)
+    psycopg.Cursor.executemany = counting(psycopg.Cursor.executemany)
+except ImportError:
+    pass
 def dump(path=sys.argv.pop(1)):
     while True:
         with open(path + ".tmp", "w") as f:
@@ -100,19 +117,21 @@ def main() -> None:
     env = {**os.environ, "ENGINE_DATABASE_URL": url, "ENGINE_HOME": str(tmp), "ENGINE_DAGS_FOLDER": str(tmp / "dags"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     engine_bin = shutil.which("engine", path=str(Path(sys.executable).parent)) or "engine"
-    subprocess.run([engine_bin, "db", "upgrade"], env=env, check=True, capture_output=True)
+    subprocess.run([engine_bin, "db", "upgrade"], env=env, cwd=ROOT, check=True, capture_output=True)
     dags = tmp / "dags"
     dags.mkdir()
     (dags / "idle.py").write_text('from engine import DAG, BashTask\n'
                                   'with DAG("idle", schedule=None):\n'
                                   '    BashTask("t", bash_command="true")\n')
-    subprocess.run([engine_bin, "dags", "sync", str(dags)], env=env, check=True, capture_output=True)
+    subprocess.run([engine_bin, "dags", "sync", str(dags)], env=env, cwd=ROOT, check=True, capture_output=True)
     services = {}
     try:
         for name in ("scheduler", "worker", "triggerer"):
             out = open(tmp / f"{name}.log", "ab")
+            # (cwd: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH:
+            # from another checkout, that checkout's code would run)
             services[name] = subprocess.Popen([sys.executable, "-c", COUNTED, str(tmp / f"{name}.count"), name],
-                                              env=env, stdout=out, stderr=subprocess.STDOUT)
+                                              env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         # Warm-up: every service has started (imported, connected, sent a statement; tens of
         # seconds on a loaded machine), then 5 s more.
         end = time.monotonic() + 180
@@ -144,7 +163,7 @@ def main() -> None:
         walls = []
         for _ in range(args.ticks):
             t = time.perf_counter()
-            subprocess.run([engine_bin, "tick"], env=env, check=True, capture_output=True)
+            subprocess.run([engine_bin, "tick"], env=env, cwd=ROOT, check=True, capture_output=True)
             walls.append((time.perf_counter() - t) * 1000)
         print(f"  engine tick wall: median {statistics.median(walls):.0f} ms  max {max(walls):.0f} ms "
               f"(n={len(walls)}); {load()}")

@@ -193,3 +193,29 @@ def test_polling_without_notifications_looks_again_soon_after_work_then_backs_of
     poll.note(True)                  # work again: soon again
     assert poll.next(1.0) == 0.05
     assert poll.next(0.02) == 0.02   # never above the service's own interval
+
+
+def test_idle_services_without_notifications_back_off_to_listen_poll_interval(eng, cfg, monkeypatch):
+    """MariaDB (or PostgreSQL while LISTEN is lost): an idle scheduler and worker poll 50 ms after
+    work, doubling past their own interval up to listen_poll_interval (an idle deployment then
+    costs a few statements per second, as a listening one does), never beyond the heartbeat."""
+    from engine.worker import Worker
+
+    monkeypatch.setattr(wakeup.Listener, "open", lambda self: False)   # no notifications
+    cfg.scheduler_interval, cfg.worker_poll_interval, cfg.listen_poll_interval = 0.1, 0.1, 0.4
+    sched, waits = Scheduler(eng, cfg), []
+    monkeypatch.setattr(sched, "_wait", lambda seconds: waits.append(seconds) or False)
+    sched.loop(max_ticks=7)                                            # seven idle passes
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4, 0.4]
+
+    worker = Worker(eng, cfg)
+    worker.listener = wakeup.Listener(eng, "listen_worker")
+    timeouts = []
+    monkeypatch.setattr(worker.listener, "wait", lambda timeout, *a, **k: timeouts.append(timeout) or False)
+    for _ in range(5):
+        worker._wait()
+    assert timeouts == [0.05, 0.1, 0.2, 0.4, 0.4]
+    cfg.listen_poll_interval = 3600.0                                  # the heartbeat still comes first
+    for _ in range(8):
+        worker._wait()
+    assert timeouts[-1] == timeouts[-2] == worker.job.heartbeat_interval < 3600.0
