@@ -14,7 +14,7 @@ from tests.race import race, setup_world
 CASES = {
     "current": dict(versions=(None,), dotted=False),
     "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
-    "v5-v6": dict(versions=(5, None, 5, None), dotted=False),
+    "v5-v6-v7": dict(versions=(5, 6, 5, None), dotted=False),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 

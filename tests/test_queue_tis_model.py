@@ -158,8 +158,10 @@ V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rat
 
 
 # (v4's and v5's 8-row pages were checked while each was the named query's; both are frozen since.)
-@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (6, 2), (6, 0)],
-                         ids=["v4", "v5", "v6", "v6-small-pages"])
+# (v7 is v6 behind the nothing-to-decide check: "v7" covers both on these worlds, and the test
+# below the idle path.)
+@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (7, 2), (6, 0)],
+                         ids=["v4", "v5", "v7", "v6-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
@@ -193,3 +195,43 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
             assert used <= max(cap, before.get(part, (cap, 0))[1]), part
         _queued_then_some_finish(eng, w, got, data)
         now += data.draw(st.integers(0, 4))
+
+
+def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_and_clears_the_knobs(eng):
+    """No scheduled TI and no reservation: the named query (queue_tis_v7) returns no row at once,
+    also while another scheduler holds the lock, and clears the knobs of its call. A scheduled
+    TI, or a reservation alone (to drop), makes it queue_tis_v6: busy while the lock is held."""
+    w = World(pools={"p": (2, False), "default_pool": (128, False)}, parallelism={"default": None},
+              dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
+              tis=[TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "d", 1, "t", 1, "success", 1, "p", 1)])
+    load_world(eng, w)
+    pg = db.dialect_dir(eng) == "postgresql"
+    knobs = {"aging_rate": 2.0, "aging_cap": 5, "reserve_after": 60.0}
+
+    def call() -> list:
+        with db.connect(eng) as c:
+            rows = db.run(c, "queue_tis", max_tis=4, job_id=None, now=None, **knobs).all()
+            left = c.execute(sa.text("SELECT current_setting('engine.aging_rate', true)" if pg
+                                     else "SELECT @engine_aging_rate")).scalar()
+            assert left in ("", None)   # the knobs applied to this call only
+            return [r.ti_id for r in rows]
+
+    holder = eng.connect()
+    tx = holder.begin()
+    holder.execute(sa.text("SELECT name FROM scheduler_lock WHERE name = 'queue_tis' FOR UPDATE")).all()
+    try:
+        assert call() == []                              # idle: no lock needed, never busy
+        with eng.begin() as c:
+            c.execute(sa.text("INSERT INTO pool_reservation (ti_id, pool, slots, reason, since) "
+                              "VALUES (2, 'p', 1, 'wide', :at)"), {"at": T0})
+        with pytest.raises(sa.exc.DBAPIError) as busy:   # a reservation to drop: v6, which waits for no one
+            call()
+        assert db.is_lock_busy(busy.value)
+    finally:
+        tx.rollback()
+        holder.close()
+    assert call() == []
+    assert reservations(eng) == []                       # v6 dropped it (its TI is not scheduled)
+    with eng.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 2"))
+    assert call() == [2]
