@@ -290,3 +290,35 @@ def test_end_to_end_worker_triggerer_and_tick_processes(eng, db_url, tmp_path):
     text = Path(log_path).read_text()
     assert "Deferred:" in text and "resuming try 1" in text and "Resuming in resume" in text
 
+
+
+def test_idle_triggerer_without_notifications_backs_off_to_listen_poll_interval(eng, cfg, monkeypatch):
+    """MariaDB (or PostgreSQL while LISTEN is lost): an idle triggerer's passes come 50 ms after
+    the last, doubling past triggerer_poll_interval up to listen_poll_interval (as the scheduler's
+    and the worker's, tests/test_latency.py). The loop's clock and its waits are faked: the test
+    reads the waits it asks for, never how long they took."""
+    from engine import triggerer as triggerer_module
+    from engine import wakeup
+
+    monkeypatch.setattr(wakeup.Listener, "open", lambda self: False)   # no notifications
+    cfg.triggerer_poll_interval, cfg.listen_poll_interval = 0.1, 0.4
+    clock, waits = [1000.0], []
+
+    class Clock:  # the triggerer module's `time`: monotonic() is the fake clock
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        @staticmethod
+        def monotonic():
+            return clock[0]
+
+    async def wait_for(awaitable, timeout):
+        awaitable.close()                  # never awaited: the wait "times out" at once
+        waits.append(round(timeout, 6))
+        clock[0] += timeout
+        raise asyncio.TimeoutError
+
+    monkeypatch.setattr(triggerer_module, "time", Clock())
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)
+    asyncio.run(Triggerer(eng, cfg).loop(max_passes=6))                # six idle passes
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4]
