@@ -4,8 +4,9 @@ Every decision is a stored function; this module only calls them in order, each 
 short transaction, and reports what they did:
 
     heartbeat -> reset_orphans -> requeue_stuck -> create_dag_runs -> analyze_stale (statistics,
-    when a table changed a lot) -> schedule_tis -> queue_tis -> clean (retention, when due)
-    -> record the tick (only a pass that did something)
+    when a table changed a lot) -> schedule_tis -> queue_tis (-> fold_usage, when queue_tis is
+    pinned to a version that does not fold the usage counters) -> preempt -> clean (retention,
+    when due) -> record the tick (only a pass that did something)
 
 A step whose lock another scheduler holds is skipped and reported as busy: the pass goes on.
 A step the database refuses as a whole (the procedures isolate one DAG's or one TI's failure
@@ -29,11 +30,12 @@ import signal
 import time
 from datetime import datetime
 
-from engine import db, wakeup
+from engine import calls, db, wakeup
 from engine.jobs import Job, beat_interval
 
 log = logging.getLogger("engine.scheduler")
 ANALYZE_MIN_ROWS = 1000    # analyze_stale_v1: a table that changed by fewer rows is never re-analyzed
+FOLDING_QUEUE_TIS = 6     # the first queue_tis version that folds the usage counters
 ANALYZE_IDLE_EVERY = 60.0  # s: after an idle pass, analyze_stale runs again only this long after its last call
 
 
@@ -50,6 +52,9 @@ class Scheduler:
         self._analyzed_at = float("-inf")  # monotonic time of the last analyze_stale call
         self._worked = True    # the previous pass did work (or there was none)
         self._conn = None      # the connection the steps of the pass in progress share
+        # queue_tis_v6 and later fold the usage counters in each call; an older version pinned
+        # by procedure_versions does not, so the pass folds them in a step of its own.
+        self._fold_apart = calls.calling(eng).get("queue_tis", FOLDING_QUEUE_TIS) < FOLDING_QUEUE_TIS
 
     def start(self) -> None:
         if self.job.id is None:
@@ -141,6 +146,8 @@ class Scheduler:
                 wakeup.notify_queued(conn)  # delivered to the workers when this commits
             return rows
         queued = step("queue_tis", queue) or []
+        if self._fold_apart:  # queue_tis pinned to v1..v5, which do not fold the usage counters
+            step("fold_usage", lambda conn: db.run(conn, "fold_usage").one())
         # Preemption (pools with a preempt_margin): after queue_tis, so a TI that fits is queued,
         # never the cause of a preemption.
         preempted = step("preempt", lambda conn: db.run(

@@ -231,3 +231,32 @@ def test_a_limit_changed_since_the_last_fold_is_never_a_wrong_decision(eng, kind
     with eng.begin() as c:
         c.execute(sa.text(set_limit), {"n": 3})
     assert queue(eng, 10) == [5]
+
+
+@pytest.mark.parametrize("pins", ["queue_tis=5", ""])
+def test_a_scheduler_on_a_queue_tis_that_does_not_fold_folds_in_a_step_of_its_own(eng, cfg, pins):
+    """queue_tis_v1..v5 never fold the usage counters: a scheduler pinned to one folds them in its
+    pass (step fold_usage), so usage_delta does not grow while only such schedulers run. One on
+    the shipped queue_tis (v7) folds inside it and has no such step."""
+    from engine import calls
+    from engine.scheduler import Scheduler
+    from tests.reference import TI, World
+    from tests.world import load_world
+
+    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
+                          dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
+                          tis=[TI(i, "d", 1, "t", i, "scheduled", 1, "default_pool", 1) for i in range(1, 4)]
+                          + [TI(9, "d", 1, "t", 9, "running", 1, "default_pool", 1)]))
+    with eng.connect() as c:
+        assert c.execute(sa.text("SELECT count(*) FROM usage_delta")).scalar() > 0   # the world's inserts
+    sched = Scheduler(calls.pin(eng, pins), cfg)
+    summary = sched.run_once()
+    assert summary["tis_queued"] == 3 and not summary["errors"] and not summary["busy"], summary
+    assert sched._fold_apart == bool(pins)
+    with eng.connect() as c:
+        # The fold step runs after queue_tis_v5: what v5 queued is folded too. v7 folds before
+        # it queues: the deltas of what it queued wait for its next call with work.
+        left = c.execute(sa.text("SELECT count(*) FROM usage_delta")).scalar()
+        assert left == 0 if pins else left > 0
+        assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []
+    sched.stop()

@@ -1,0 +1,7 @@
+-- The usage counters' fold (fold_usage_v1), as a step of its own: for a scheduler whose
+-- queue_tis does not fold, i.e. one pinned to queue_tis_v1..v5 (engine.calls; v6 and later fold
+-- in each call that has work). Without it usage_delta would grow while only such schedulers run.
+-- Under the queue_tis lock, as the fold requires: NOWAIT, so the step is busy at once when another
+-- scheduler holds it.
+SELECT 1 FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE NOWAIT;
+SELECT fold_usage_v1() AS n
