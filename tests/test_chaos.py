@@ -166,13 +166,11 @@ def test_cron_overlap_from_two_time_zones_creates_each_run_once_and_queues_each_
 
 
 def test_a_held_lock_makes_engine_tick_skip_the_step_and_say_busy(eng, db_url, tmp_path):
-    from tests.reference import TI, World
-    from tests.world import load_world
+    from tests.reference import TI
+    from tests.world import load_one_run
     # A scheduled TI: queue_tis has something to decide, so it needs the lock (with nothing to
     # decide it returns at once, lock or not: queue_tis_v7).
-    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
-                          dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
-                          tis=[TI(1, "d", 1, "t", 0, "scheduled", 1, "default_pool", 1)]))
+    load_one_run(eng, [TI(1, "d", 1, "t", 0, "scheduled", 1, "default_pool", 1)])
     with eng.connect() as holder:
         holder.execute(sa.text("SELECT 1 FROM scheduler_lock FOR UPDATE"))  # queue_tis, reset_orphans, db_clean
         t = engine_tick(db_url, tmp_path)

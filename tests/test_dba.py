@@ -15,8 +15,8 @@ from engine.scheduler import queue_knobs
 from engine.config import load_config
 from engine.errors import EngineError
 from engine.scheduler import Scheduler
-from tests.reference import TI, World
-from tests.world import call_queue_tis, load_world
+from tests.reference import TI
+from tests.world import call_queue_tis, load_one_run
 
 
 def test_every_released_file_is_in_the_manifest_unchanged():
@@ -61,8 +61,7 @@ def _fake_version(dialect: str, version: int, extra_arg: bool = False) -> str:
 def _world(eng) -> None:
     tis = [TI(id=i, dag_id="d", run=1, task_id="t", map_index=i, state="scheduled", priority_weight=1,
               pool="default_pool", pool_slots=1) for i in range(1, 4)]
-    load_world(eng, World({"default_pool": (128, False)}, {"default": None}, {"d": (None, False)},
-                          {("d", "t"): (None, None)}, {1: ("d", "running", 0)}, tis))
+    load_one_run(eng, tis)
 
 
 def _queue_step(eng, cfg) -> tuple[int, list[str]]:

@@ -4,9 +4,9 @@ queue_tis_v1 (still installed for schedulers of earlier releases) on worlds with
 ids whose DAGs and tasks are active and whose pools and executors exist; queue_tis_v2 (still
 installed) and queue_tis_v3 (still installed) on worlds whose ids contain dots and collide when joined with '.' (DAG 'x.y' task
 'z' and DAG 'x' task 'y.z'), with removed DAGs and tasks, and TIs of unknown pools/executors.
-queue_tis_v4, queue_tis_v5 and queue_tis_v6 (the named query; it reads the usage counters) against greedy_v4 on the same worlds with
-reservations (some stale), TIs scheduled at different times, aging and wide-TI reservations
-(docs/priority.md); v5's scratch tables keep rows from call to call of a session (PostgreSQL)."""
+queue_tis_v4, v5, v6 (it reads the usage counters) and v7 (the named query: v6 behind a
+nothing-to-decide check) against greedy_v4 on the same worlds with reservations (some stale),
+TIs scheduled at different times, aging and wide-TI reservations (docs/priority.md); v5's scratch tables keep rows from call to call of a session (PostgreSQL)."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine import db
 from tests.reference import TI, Reservation, World, greedy, greedy_v4
-from tests.world import T0, load_world, queue, reservations
+from tests.world import T0, load_one_run, load_world, queue, reservations
 
 # v2 worlds: every DAG/task pair below joins to a name another pair also joins to.
 DOTTED_DAGS = ["x", "x.y", "x.y.z"]
@@ -201,10 +201,8 @@ def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_an
     """No scheduled TI and no reservation: the named query (queue_tis_v7) returns no row at once,
     also while another scheduler holds the lock, and clears the knobs of its call. A scheduled
     TI, or a reservation alone (to drop), makes it queue_tis_v6: busy while the lock is held."""
-    w = World(pools={"p": (2, False), "default_pool": (128, False)}, parallelism={"default": None},
-              dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
-              tis=[TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "d", 1, "t", 1, "success", 1, "p", 1)])
-    load_world(eng, w)
+    load_one_run(eng, [TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "d", 1, "t", 1, "success", 1, "p", 1)],
+                 pools={"p": (2, False)})
     pg = db.dialect_dir(eng) == "postgresql"
     knobs = {"aging_rate": 2.0, "aging_cap": 5, "reserve_after": 60.0}
 

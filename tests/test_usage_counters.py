@@ -240,13 +240,11 @@ def test_a_scheduler_on_a_queue_tis_that_does_not_fold_folds_in_a_step_of_its_ow
     the shipped queue_tis (v7) folds inside it and has no such step."""
     from engine import calls
     from engine.scheduler import Scheduler
-    from tests.reference import TI, World
-    from tests.world import load_world
+    from tests.reference import TI
+    from tests.world import load_one_run
 
-    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
-                          dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
-                          tis=[TI(i, "d", 1, "t", i, "scheduled", 1, "default_pool", 1) for i in range(1, 4)]
-                          + [TI(9, "d", 1, "t", 9, "running", 1, "default_pool", 1)]))
+    load_one_run(eng, [TI(i, "d", 1, "t", i, "scheduled", 1, "default_pool", 1) for i in range(1, 4)]
+                 + [TI(9, "d", 1, "t", 9, "running", 1, "default_pool", 1)])
     with eng.connect() as c:
         assert c.execute(sa.text("SELECT count(*) FROM usage_delta")).scalar() > 0   # the world's inserts
     sched = Scheduler(calls.pin(eng, pins), cfg)

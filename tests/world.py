@@ -64,6 +64,15 @@ def load_world(eng, w: World) -> None:
                       {"t": r.ti_id, "p": r.pool, "s": r.slots, "r": r.reason, "at": T0 + timedelta(minutes=r.since)})
 
 
+def load_one_run(eng, tis: list, pools: dict | None = None) -> None:
+    """The smallest world: DAG 'd' with task 't', one running run (id 1), the executor 'default'
+    unlimited, default_pool (128 slots) and `pools` (name -> (slots, include_deferred)); `tis`
+    (reference TIs of run 1)."""
+    load_world(eng, World(pools={"default_pool": (128, False), **(pools or {})}, parallelism={"default": None},
+                          dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
+                          tis=tis))
+
+
 def reservations(eng) -> list[tuple]:
     """pool_reservation as sorted (ti_id, pool, slots, reason) rows."""
     with eng.connect() as c:
