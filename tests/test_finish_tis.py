@@ -1,4 +1,4 @@
-"""finish_tis_v1 (named statement finish_tis) on both dialects: many tries' outcomes in one call,
+"""finish_tis (the named statement; finish_tis_v2, and v1 pinned) on both dialects: many tries' outcomes in one call,
 each ending its try exactly as finish_ti_v3 would (states, retries, history, results), fenced per
 try: a late or duplicate report in a batch never changes a newer try."""
 from __future__ import annotations
@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from engine import db, wakeup
+from engine import calls, db, wakeup
 from tests.helpers import claim, sql, sync_source, tick, trigger
+from tests.world import T0
 
 
 def finish_batch(eng, tries, max_bytes=None, now=None) -> list[tuple]:
@@ -112,3 +116,69 @@ def test_a_batch_wakes_the_scheduler_once_it_commits(eng, cfg, tmp_path, dialect
         assert listener.wait(60) is True
     finally:
         listener.close()
+
+
+# finish_tis_v2 (PostgreSQL: the whole batch in a few statements) against finish_tis_v1 (one
+# finish_ti_v3 call per element): the same random world and batch, each applied in a transaction
+# that is rolled back, must leave the same rows, TIs, history and results. (On MySQL/MariaDB v2
+# calls v1; the test runs there too, as a check of the wrapper.)
+PROPS = ["ok", "p1", "p2", "p3", "p4", "p5"]
+STATES = ["running"] * 4 + ["queued", "success", "up_for_retry"]
+DELAYS = [0, 5, 1e20]  # and, on PostgreSQL, NaN and infinity (finish_ti_v3 clamps them)
+RESULTS = [None, None, '{"a": [1, 2.5]}', '"' + "x" * 40 + '"', "NaN", "[1,", "null"]
+
+
+def _snapshot(conn) -> tuple:
+    tis = conn.execute(sa.text(
+        "SELECT id, state, try_number, end_date, exit_code, retry_at, state_reason, updated_at "
+        "FROM task_instance WHERE dag_id = 'b' ORDER BY id")).all()
+    hist = conn.execute(sa.text(
+        "SELECT ti_id, try_number, state, pool, pool_slots, queued_at, start_date, end_date, exit_code, "
+        "hostname, worker_job_id, log_path, reason FROM task_instance_history ORDER BY id")).all()
+    results = conn.execute(sa.text("SELECT ti_id, try_number, value, created_at FROM task_result ORDER BY ti_id")).all()
+    return [tuple(r) for r in tis], [tuple(r) for r in hist], [tuple(r) for r in results]
+
+
+@pytest.fixture
+def props(eng, cfg, tmp_path):
+    tis = setup_dag(eng, cfg, tmp_path, PROPS, retries={n: 1 for n in PROPS[1:]})
+    return [tis[n] for n in PROPS]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_v2_decides_every_batch_as_v1_does(eng, props, dialect, data):
+    delays = DELAYS + ([float("nan"), float("inf")] if dialect == "postgresql" else [])
+    world = data.draw(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 3), st.integers(0, 3),
+                                         st.sampled_from(delays), st.booleans(), st.sampled_from([None, 7, 1e9]),
+                                         st.booleans()),
+                               min_size=len(props), max_size=len(props)), label="world")
+    ids = [t.ti_id for t in props]
+    tries = dict(zip(ids, (w[1] for w in world)))
+    element = st.tuples(st.sampled_from(ids + [0]), st.sampled_from([0, 0, 0, -1, 1]),  # mostly the running try
+                        st.sampled_from([0, 0, 1, 99, None]), st.sampled_from([False, False, True, None]),
+                        st.sampled_from([None, "it broke", "y" * 4100]), st.sampled_from(RESULTS))
+    batch = [(i, tries.get(i, 1) + off, *rest) for i, off, *rest in
+             data.draw(st.lists(element, max_size=9), label="batch")]
+    max_bytes = data.draw(st.sampled_from([None, 30]), label="max_bytes")
+    outcomes = []
+    for caller in (calls.pin(eng, "finish_tis=1"), eng):  # v1, then the named query's version
+        with caller.connect() as conn:
+            tx = conn.begin()
+            for ti_id, (state, try_number, max_tries, delay, backoff, max_delay, has_result) in zip(ids, world):
+                conn.execute(sa.text("UPDATE task_instance SET state = :s, try_number = :t, max_tries = :m "
+                                     "WHERE id = :i"), {"s": state, "t": try_number, "m": max_tries, "i": ti_id})
+                conn.execute(sa.text("UPDATE task SET retry_delay = :d, retry_exponential_backoff = :b, "
+                                     "max_retry_delay = :x WHERE dag_id = 'b' AND task_id = "
+                                     "(SELECT task_id FROM task_instance WHERE id = :i)"),
+                             {"d": delay, "b": backoff, "x": max_delay, "i": ti_id})
+                if has_result:
+                    conn.execute(sa.text("INSERT INTO task_result (ti_id, try_number, value, created_at) "
+                                         "VALUES (:i, 1, '7', :t)"), {"i": ti_id, "t": T0})
+            rows = db.run(conn, "finish_tis", ti_ids=[e[0] for e in batch], try_numbers=[e[1] for e in batch],
+                          exit_codes=[e[2] for e in batch], timed_outs=[e[3] for e in batch],
+                          reasons=[e[4] for e in batch], results=[e[5] for e in batch], now=T0,
+                          max_bytes=max_bytes).all()
+            outcomes.append(([tuple(r) for r in rows], _snapshot(conn)))
+            tx.rollback()
+    assert outcomes[0] == outcomes[1]

@@ -4,6 +4,6 @@
 -- statement: one round trip) wakes a scheduler to evaluate the finished TIs' downstream now
 -- (engine/wakeup.py); it is delivered only if this transaction commits.
 SELECT f.* FROM pg_notify('engine_scheduler', '') AS n,
-    finish_tis_v1(CAST(:ti_ids AS bigint[]), CAST(:try_numbers AS int[]), CAST(:exit_codes AS int[]),
+    finish_tis_v2(CAST(:ti_ids AS bigint[]), CAST(:try_numbers AS int[]), CAST(:exit_codes AS int[]),
                   CAST(:timed_outs AS boolean[]), CAST(:reasons AS text[]), CAST(:results AS text[]),
                   :now, :max_bytes) AS f
