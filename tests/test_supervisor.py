@@ -97,7 +97,10 @@ def test_exit_status_is_the_tasks(tmp_path, command, status):
 
 
 def test_background_process_left_behind_is_killed_when_the_task_ends(tmp_path):
-    proc, _ = supervise(bash(f"sleep 300 & echo $! > {tmp_path}/bg.pid; echo started"), tmp_path)
+    # (The task ends once its background child runs `sleep`: right after the fork the child is
+    # still a `bash`, and the supervisor would name it so.)
+    proc, _ = supervise(bash(f"sleep 300 & bg=$!; until [ \"$(cat /proc/$bg/comm)\" = sleep ]; do :; done; "
+                             f"echo $bg > {tmp_path}/bg.pid; echo started"), tmp_path)
     assert proc.wait(timeout=30) == 0
     bg = read_pid(tmp_path / "bg.pid")
     assert gone(bg)  # killed before the supervisor exited
