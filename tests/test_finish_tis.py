@@ -145,9 +145,14 @@ def props(eng, cfg, tmp_path):
     return [tis[n] for n in PROPS]
 
 
+@pytest.fixture
+def v1_eng(eng):
+    return calls.pin(eng, "finish_tis=1")  # as procedure_versions does
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_v2_decides_every_batch_as_v1_does(eng, props, dialect, data):
+def test_v2_decides_every_batch_as_v1_does(eng, v1_eng, props, dialect, data):
     delays = DELAYS + ([float("nan"), float("inf")] if dialect == "postgresql" else [])
     world = data.draw(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 3), st.integers(0, 3),
                                          st.sampled_from(delays), st.booleans(), st.sampled_from([None, 7, 1e9]),
@@ -162,7 +167,7 @@ def test_v2_decides_every_batch_as_v1_does(eng, props, dialect, data):
              data.draw(st.lists(element, max_size=9), label="batch")]
     max_bytes = data.draw(st.sampled_from([None, 30]), label="max_bytes")
     outcomes = []
-    for caller in (calls.pin(eng, "finish_tis=1"), eng):  # v1, then the named query's version
+    for caller in (v1_eng, eng):  # v1, then the named query's version
         with caller.connect() as conn:
             tx = conn.begin()
             for ti_id, (state, try_number, max_tries, delay, backoff, max_delay, has_result) in zip(ids, world):
