@@ -159,14 +159,15 @@ V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rat
 
 # (v4's and v5's 8-row pages were checked while each was the named query's; both are frozen since.)
 # (v7 is v6 behind the nothing-to-decide check: "v7" covers both on these worlds, and the test
-# below the idle path.)
-@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (7, 2), (6, 0)],
-                         ids=["v4", "v5", "v7", "v6-small-pages"])
+# below the idle path.) v8 with page_factor 0 (8-row pages): most batches hold full pages whose
+# last rows are check points of the walk, passed when their pool is full by then, else the end.
+@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (8, 0)],
+                         ids=["v4", "v5", "v7", "v6-small-pages", "v8", "v8-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
-    if version == 6 and page_factor == 0 and db.dialect_dir(eng) == "mysql":
-        pytest.skip("MySQL's queue_tis_v6 calls queue_tis_v4 (v6 checks that call)")
+    if version in (6, 8) and page_factor == 0 and db.dialect_dir(eng) == "mysql":
+        pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v4 through v6 (v6 checks that call)")
     w = data.draw(st.one_of(worlds(dotted=True), contended_worlds()), label="world")
     for t in w.tis:  # scheduled at some minute (None: when its run was due)
         if t.since is None:
@@ -198,9 +199,10 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
 
 
 def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_and_clears_the_knobs(eng):
-    """No scheduled TI and no reservation: the named query (queue_tis_v7) returns no row at once,
-    also while another scheduler holds the lock, and clears the knobs of its call. A scheduled
-    TI, or a reservation alone (to drop), makes it queue_tis_v6: busy while the lock is held."""
+    """No scheduled TI and no reservation: the named query (queue_tis_v8, which begins with v7's
+    check) returns no row at once, also while another scheduler holds the lock, and clears the
+    knobs of its call. A scheduled TI, or a reservation alone (to drop), makes it take the lock:
+    busy while another holds it."""
     load_one_run(eng, [TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "d", 1, "t", 1, "success", 1, "p", 1)],
                  pools={"p": (2, False)})
     pg = db.dialect_dir(eng) == "postgresql"
@@ -233,3 +235,28 @@ def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_an
     with eng.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 2"))
     assert call() == [2]
+
+
+@pytest.mark.parametrize("free_after_page", [1, 0], ids=["pool-has-room", "pool-full"])
+def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(eng, free_after_page):
+    """8-row pages (page_factor 0). Pool p: ten TIs of task a (max_active_tis_per_dag 1) ahead of
+    one TI of task b. The page holds a's first eight: the walk takes the first, the cap refuses
+    the other seven. With a slot of p still free after that page, b (beyond the page, unknown to
+    this batch) may fit: the batch must end at the page's last row, and the next batch finds b.
+    With p full, nothing beyond the page can be queued: the walk goes on to pool q's TI, which
+    comes after p's page in queue order, in the same batch. Either way the greedy rule's answer."""
+    slots = 1 + free_after_page
+    tis = [TI(i, "d", 1, "a", i, "scheduled", 9, "p", 1) for i in range(1, 11)]
+    tis += [TI(11, "d", 1, "b", 0, "scheduled", 5, "p", 1), TI(12, "d", 1, "b", 1, "scheduled", 1, "q", 1)]
+    w = World(pools={"default_pool": (128, False), "p": (slots, False), "q": (4, False)}, parallelism={"default": None},
+              dags={"d": (None, False)}, tasks={("d", "a"): (1, None), ("d", "b"): (None, None)},
+              runs={1: ("d", "running", 0)}, tis=tis)
+    load_world(eng, w)
+    expected = greedy_v4(w, 8, 0, 0, 0, 0)
+    assert sorted(expected) == ([1, 11, 12] if free_after_page else [1, 12])
+    with db.connect(eng) as c:
+        knobs_sql, call = V4_CALL[db.dialect_dir(c)]
+        params = {"max_tis": 8, "now": T0, "pf": 0, "rate": 0, "cap": 1, "ra": 0}
+        c.execute(sa.text(knobs_sql), params)
+        got = [r.ti_id for r in c.execute(sa.text(call.format(v=8)), params).all()]
+    assert sorted(got) == sorted(expected)
