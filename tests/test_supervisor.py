@@ -56,8 +56,27 @@ def wait_until(what: str, cond, timeout: float = 30.0) -> None:
 
 
 def read_pid(path: Path) -> int:
-    wait_until(f"{path.name} to be written", path.exists)
+    # (The writer creates the file, then writes: wait for the number, not for the file.)
+    wait_until(f"{path.name} to be written", lambda: path.exists() and path.read_text().strip() != "")
     return int(path.read_text())
+
+
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _reap_supervisors():
+    """A test that fails midway leaves its supervisor running: kill its session and wait for it
+    here, so that the next test (on this xdist worker) does not meet its ResourceWarning."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
 
 
 @pytest.fixture
@@ -78,6 +97,7 @@ def supervise(task: dict, tmp_path: Path, lifeline: bool = False):
     with open(tmp_path / "log", "ab") as out:
         proc = subprocess.Popen(SUPERVISOR, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, pass_fds=fds, cwd=tmp_path)
+    _started.append(proc)
     if lifeline:
         os.close(fds[0])
     proc.stdin.write(json.dumps(spec).encode())
