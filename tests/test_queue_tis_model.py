@@ -157,6 +157,14 @@ V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rat
                      "CALL queue_tis_v{v}(:max_tis, NULL, :now, :pf)"]}
 
 
+def _call_v4(eng, version: int, params: dict) -> list[int]:
+    """queue_tis_v<version> with its knobs set as the named query sets them; the queued ids."""
+    with db.connect(eng) as c:
+        knobs_sql, call = V4_CALL[db.dialect_dir(c)]
+        c.execute(sa.text(knobs_sql), params)
+        return [r.ti_id for r in c.execute(sa.text(call.format(v=version)), params).all()]
+
+
 # (v4's and v5's 8-row pages were checked while each was the named query's; both are frozen since.)
 # (v7 is v6 behind the nothing-to-decide check: "v7" covers both on these worlds, and the test
 # below the idle path.) v8 with page_factor 0 (8-row pages): most batches hold full pages whose
@@ -186,10 +194,7 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
         expected = greedy_v4(w, max_tis, now, knobs["rate"], knobs["cap"], knobs["ra"])
         before = _usage(eng)
         params = {"max_tis": max_tis, "now": T0 + timedelta(minutes=now), "pf": page_factor, **knobs}
-        with db.connect(eng) as c:
-            knobs_sql, call = V4_CALL[db.dialect_dir(c)]
-            c.execute(sa.text(knobs_sql), params)
-            got = [r.ti_id for r in c.execute(sa.text(call.format(v=version)), params).all()]
+        got = _call_v4(eng, version, params)
         assert sorted(got) == sorted(expected)
         assert reservations(eng) == sorted((r.ti_id, r.pool, r.slots, r.reason) for r in w.reservations)
         for part, (cap, used) in _usage(eng).items():
@@ -254,9 +259,5 @@ def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(e
     load_world(eng, w)
     expected = greedy_v4(w, 8, 0, 0, 0, 0)
     assert sorted(expected) == ([1, 11, 12] if free_after_page else [1, 12])
-    with db.connect(eng) as c:
-        knobs_sql, call = V4_CALL[db.dialect_dir(c)]
-        params = {"max_tis": 8, "now": T0, "pf": 0, "rate": 0, "cap": 1, "ra": 0}
-        c.execute(sa.text(knobs_sql), params)
-        got = [r.ti_id for r in c.execute(sa.text(call.format(v=8)), params).all()]
+    got = _call_v4(eng, 8, {"max_tis": 8, "now": T0, "pf": 0, "rate": 0, "cap": 1, "ra": 0})
     assert sorted(got) == sorted(expected)
