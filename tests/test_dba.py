@@ -70,30 +70,34 @@ def _queue_step(eng, cfg) -> tuple[int, list[str]]:
 
 
 def test_services_call_the_newest_installed_version_or_the_pinned_one(eng, cfg):
-    """A DBA's queue_tis_v9 (installed by a revision: recorded) is what a service calls by
-    default; a service pinned to v2 keeps calling v2; a version with other arguments (v10) is
-    never chosen by default and cannot be pinned."""
+    """A DBA's queue_tis_v<shipped+1> (installed by a revision: recorded) is what a service calls
+    by default; a service pinned to v2 keeps calling v2; a version with other arguments
+    (v<shipped+2>) is never chosen by default and cannot be pinned."""
     dialect = db.dialect_dir(eng)
+    tuned, other_args, unrecorded = (calls.shipped(dialect)["queue_tis"] + k for k in (1, 2, 3))
     _world(eng)
     with db.connect(eng) as conn:
-        procedures.install_one(conn, "queue_tis_v9", "dba-tuned", _fake_version(dialect, 9))
-        procedures.install_one(conn, "queue_tis_v10", "dba-tuned", _fake_version(dialect, 10, extra_arg=True))
+        procedures.install_one(conn, f"queue_tis_v{tuned}", "dba-tuned", _fake_version(dialect, tuned))
+        procedures.install_one(conn, f"queue_tis_v{other_args}", "dba-tuned",
+                               _fake_version(dialect, other_args, extra_arg=True))
         # Not recorded by any migration: never chosen.
-        procedures._execute_script(conn, _fake_version(dialect, 11))
+        procedures._execute_script(conn, _fake_version(dialect, unrecorded))
 
     newest = calls.pin(eng)
-    assert calls.calling(newest)["queue_tis"] == 9
+    assert calls.calling(newest)["queue_tis"] == tuned
     queued, errors = _queue_step(newest, cfg)
-    assert queued == 0 and any("queue_tis_v9 called" in e for e in errors)
+    assert queued == 0 and any(f"queue_tis_v{tuned} called" in e for e in errors)
 
     pinned = calls.pin(eng, "queue_tis=2")
     assert calls.calling(pinned)["queue_tis"] == 2
     assert _queue_step(pinned, cfg) == (3, [])
 
-    with pytest.raises(EngineError, match=r"queue_tis_v10 takes .* but this release calls queue_tis as"):
-        calls.pin(eng, "queue_tis=10")
-    with pytest.raises(EngineError, match=r"queue_tis_v11 is not installed by a migration \(installed: v1, v2, v3, v4, v5, v6, v7, v8, v9, v10\)"):
-        calls.pin(eng, "queue_tis=11")
+    with pytest.raises(EngineError, match=rf"queue_tis_v{other_args} takes .* but this release calls queue_tis as"):
+        calls.pin(eng, f"queue_tis={other_args}")
+    installed = ", ".join(f"v{k}" for k in range(1, other_args + 1))
+    with pytest.raises(EngineError, match=rf"queue_tis_v{unrecorded} is not installed by a migration "
+                                          rf"\(installed: {installed}\)"):
+        calls.pin(eng, f"queue_tis={unrecorded}")
     # The plain engine (no pin()) calls what the named queries name: the shipped version.
     assert calls.calling(eng)["queue_tis"] == calls.shipped(dialect)["queue_tis"]
 
@@ -230,8 +234,9 @@ def test_the_commands_end_to_end(db_url):
     assert explained.returncode == 0, explained.stderr
     # (an empty database: the call is its nothing-to-decide probes, which read task_instance)
     assert explained.stdout.startswith(f"{shipped}: ") and "task_instance" in explained.stdout
-    assert_one_line_error(engine(db_url, "tick", env={"ENGINE_PROCEDURE_VERSIONS": "queue_tis=9"}),
-                          "setting procedure_versions: queue_tis_v9 is not installed by a migration")
+    missing = int(shipped.rsplit("_v", 1)[1]) + 1
+    assert_one_line_error(engine(db_url, "tick", env={"ENGINE_PROCEDURE_VERSIONS": f"queue_tis={missing}"}),
+                          f"setting procedure_versions: queue_tis_v{missing} is not installed by a migration")
     assert_one_line_error(engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis"),
                           "--arg 'max_tis': write NAME=VALUE")
 
