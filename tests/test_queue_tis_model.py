@@ -172,7 +172,8 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # rows are check points of the walk, passed when their pool is full by then, else the end.
 # v9 is MySQL's own walk (v4's, with usage from the counters); on PostgreSQL it calls v8.
 # v10 calls v9 on MySQL.
-@pytest.mark.parametrize("version,page_factor", [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0)],
+@pytest.mark.parametrize("version,page_factor",
+                         [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0)],
                          ids=["v4", "v5", "v7", "v6-small-pages", "v8", "v9", "v9-small-pages", "v10",
                               "v10-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -257,8 +258,9 @@ def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_an
 def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(eng, free_after_page, version):
     """Small pages (page_factor 0: 8 rows in v8, 4 in v10). Pool p: ten TIs of task a
     (max_active_tis_per_dag 1) ahead of one TI of task b. The page holds a's first eight (four):
-    the walk takes the first, the cap refuses the others. With a slot of p still free after that page, b (beyond the page, unknown to
-    this batch) may fit: the batch must end at the page's last row, and the next batch finds b.
+    the walk takes the first, the cap refuses the others. With a slot of p still free after that
+    page, b (beyond the page, unknown to this batch) may fit: the batch must end at the page's
+    last row, and the next batch finds b.
     With p full, nothing beyond the page can be queued: the walk goes on to pool q's TI, which
     comes after p's page in queue order, in the same batch. Either way the greedy rule's answer."""
     slots = 1 + free_after_page
