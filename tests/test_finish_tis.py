@@ -1,6 +1,6 @@
-"""finish_tis (the named statement; finish_tis_v2, and v1 pinned) on both dialects: many tries' outcomes in one call,
-each ending its try exactly as finish_ti_v3 would (states, retries, history, results), fenced per
-try: a late or duplicate report in a batch never changes a newer try."""
+"""finish_tis (the named statement; finish_tis_v2, and v1 pinned) on both dialects: many tries'
+outcomes in one call, each ending its try exactly as finish_ti_v3 would (states, retries, history,
+results), fenced per try: a late or duplicate report in a batch never changes a newer try."""
 from __future__ import annotations
 
 import json
