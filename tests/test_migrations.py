@@ -30,11 +30,23 @@ def test_each_object_file_defines_the_object_it_is_named_after(dialect_dir):
         assert procedures.object_kind(dialect_dir, name, path.read_text()) in ("function", "procedure", "view")
 
 
+# Objects of one dialect only, with the reason (each file says it too).
+DIALECT_ONLY = {
+    # The trigger function stamping a scheduled TI with its transaction id (queue_tis_v11's skip
+    # entries): MySQL/MariaDB has no transaction id a query can compare with a snapshot.
+    "stamp_scheduled_v1.sql": "postgresql",
+}
+
+
 def test_both_dialects_have_the_same_objects_and_named_queries():
-    """Same names, same versions: every object and named statement exists for both dialects."""
+    """Same names, same versions: every object and named statement exists for both dialects
+    (but DIALECT_ONLY's, each in its dialect)."""
     def names(folder):
-        return sorted(p.name for p in folder.glob("*.sql"))
+        return sorted(p.name for p in folder.glob("*.sql") if p.name not in DIALECT_ONLY)
     assert names(SQL_DIR / "mysql") == names(SQL_DIR / "postgresql")
+    for name, dialect in DIALECT_ONLY.items():
+        assert (SQL_DIR / dialect / name).exists()
+        assert not (SQL_DIR / ("mysql" if dialect == "postgresql" else "postgresql") / name).exists()
     assert names(SQL_DIR / "mysql" / "queries") == names(SQL_DIR / "postgresql" / "queries")
 
 

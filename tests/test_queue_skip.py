@@ -1,0 +1,232 @@
+"""queue_tis_v11's skip entries (PostgreSQL; docs/critical-section.md, "queue_tis_v11").
+
+An entry lets a call read a pool past TIs that earlier calls found refused (full partitions, too
+wide) without reading them again. It must never hide a TI the greedy rule would queue: not when a
+partition it relies on gets room, a limit changes, nor when TIs are written scheduled ahead of its
+bound, by a transaction committed before the call or still open while it ran. The property test
+drives worlds with refused heads through random events between calls and compares every call
+with the reference model; the others pin down each way an entry stops holding.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import db
+from tests.reference import TI, World, greedy_v4
+from tests.test_queue_tis_model import _usage
+from tests.world import T0, load_world
+
+CALL = ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
+        "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"]
+
+
+@pytest.fixture
+def pg(eng):
+    if db.dialect_dir(eng) != "postgresql":
+        pytest.skip("skip entries are PostgreSQL's (MySQL/MariaDB's queue_tis_v11 calls v10)")
+    return eng
+
+
+def call_v11(eng, max_tis: int, pf: int = 2, skip_min: int = 1) -> list[int]:
+    with db.connect(eng) as c:
+        c.execute(sa.text(CALL[0]), {"skip_min": skip_min})
+        return [r.ti_id for r in c.execute(sa.text(CALL[1]), {"max_tis": max_tis, "now": T0, "pf": pf}).all()]
+
+
+def entries(eng) -> dict:
+    """pool -> (bound id, min_wide, sorted partitions)."""
+    with eng.connect() as c:
+        parts = c.execute(sa.text("SELECT pool, kind, dag_run_id, dag_id, task_id, executor FROM queue_skip_part")).all()
+        return {r.pool: (r.b_id, r.min_wide, sorted(tuple(str(x) for x in p[1:]) for p in parts if p.pool == r.pool))
+                for r in c.execute(sa.text("SELECT pool, b_id, min_wide FROM queue_skip"))}
+
+
+@st.composite
+def refused_heads(draw):
+    """Small pools, a run at its max_active_tasks, a task at its max_active_tis_per_dag, wide TIs:
+    the first TIs of a pool in queue order are often refused, the ones behind them not."""
+    pools = {"p0": (draw(st.integers(1, 6)), False), "p1": (draw(st.sampled_from([-1, 2, 3, 8])), False),
+             "default_pool": (128, False)}
+    dags = {"d0": (draw(st.sampled_from([1, 2, None])), False), "d1": (None, False)}
+    tasks = {(d, t): (draw(st.sampled_from([None, 1, 2])), draw(st.sampled_from([None, None, 1])))
+             for d in dags for t in ("a", "b")}
+    runs = {1: ("d0", "running", 0), 2: ("d1", "running", 1), 3: ("d0", "running", 2)}
+    tis = []
+    for i in range(draw(st.integers(4, 40))):
+        run = draw(st.sampled_from(sorted(runs)))
+        tis.append(TI(id=i + 1, dag_id=runs[run][0], run=run, task_id=draw(st.sampled_from(["a", "b"])),
+                      map_index=i, state=draw(st.sampled_from(["scheduled"] * 6 + ["running", "queued"])),
+                      priority_weight=draw(st.integers(1, 5)), pool=draw(st.sampled_from(["p0", "p0", "p1"])),
+                      pool_slots=draw(st.sampled_from([1, 1, 1, 2, 7]))))
+    return World(pools, {"default": draw(st.sampled_from([None, None, 4])), "other": None}, dags, tasks, runs, tis)
+
+
+def _event(eng, w: World, data, next_id: int) -> int:
+    """One random change, made in the database and in the model; the next free TI id."""
+    by_state = lambda *states: [t for t in w.tis if t.state in states]  # noqa: E731
+    kind = data.draw(st.sampled_from(["finish", "requeue", "new", "pool", "dag", "task", "priority", "pause"]))
+    with eng.begin() as c:
+        if kind == "finish" and by_state("queued", "running"):
+            t = data.draw(st.sampled_from(by_state("queued", "running")))
+            t.state = "success"
+            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = :id"), {"id": t.id})
+        elif kind == "requeue" and by_state("queued"):
+            t = data.draw(st.sampled_from(by_state("queued")))
+            t.state = "scheduled"
+            c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = :id"), {"id": t.id})
+        elif kind == "new":
+            run = data.draw(st.sampled_from(sorted(w.runs)))
+            t = TI(id=next_id, dag_id=w.runs[run][0], run=run, task_id=data.draw(st.sampled_from(["a", "b"])),
+                   map_index=next_id, state="scheduled", priority_weight=data.draw(st.integers(1, 6)),
+                   pool=data.draw(st.sampled_from(["p0", "p1"])), pool_slots=data.draw(st.sampled_from([1, 1, 2])))
+            w.tis.append(t)
+            next_id += 1
+            c.execute(sa.text(
+                "INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, "
+                "pool, pool_slots, queue, executor, run_after) VALUES (:id, :run, :d, :rid, :t, :m, 'scheduled', :pw, "
+                ":pool, :ps, 'default', 'default', :ra)"),
+                {"id": t.id, "run": run, "d": t.dag_id, "rid": f"run{run}", "t": t.task_id, "m": t.map_index,
+                 "pw": t.priority_weight, "pool": t.pool, "ps": t.pool_slots,
+                 "ra": T0 + timedelta(minutes=w.runs[run][2])})
+        elif kind == "pool":
+            name = data.draw(st.sampled_from(["p0", "p1"]))
+            w.pools[name] = (data.draw(st.sampled_from([-1, 1, 2, 4, 8])), False)
+            c.execute(sa.text("UPDATE pool SET slots = :s WHERE name = :n"), {"s": w.pools[name][0], "n": name})
+        elif kind == "dag":
+            w.dags["d0"] = (data.draw(st.sampled_from([1, 2, 3, None])), w.dags["d0"][1])
+            c.execute(sa.text("UPDATE dag SET max_active_tasks = :m WHERE dag_id = 'd0'"), {"m": w.dags["d0"][0]})
+        elif kind == "task":
+            key = data.draw(st.sampled_from(sorted(w.tasks)))
+            w.tasks[key] = (data.draw(st.sampled_from([None, 1, 2, 3])), w.tasks[key][1])
+            c.execute(sa.text("UPDATE task SET max_active_tis_per_dag = :m WHERE dag_id = :d AND task_id = :t"),
+                      {"m": w.tasks[key][0], "d": key[0], "t": key[1]})
+        elif kind == "priority" and by_state("scheduled"):
+            t = data.draw(st.sampled_from(by_state("scheduled")))
+            t.priority_weight = data.draw(st.integers(1, 6))
+            c.execute(sa.text("UPDATE task_instance SET priority_weight = :pw WHERE id = :id"),
+                      {"pw": t.priority_weight, "id": t.id})
+        elif kind == "pause":
+            d = data.draw(st.sampled_from(["d0", "d1"]))
+            w.dags[d] = (w.dags[d][0], not w.dags[d][1])
+            c.execute(sa.text("UPDATE dag SET is_paused = :p WHERE dag_id = :d"), {"p": w.dags[d][1], "d": d})
+    return next_id
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_skip_entries_keep_the_greedy_answer_through_changes(pg, data):
+    w = data.draw(refused_heads(), label="world")
+    load_world(pg, w)
+    next_id = len(w.tis) + 1
+    for _ in range(6):
+        max_tis = data.draw(st.integers(1, 6))
+        expected = greedy_v4(w, max_tis, 0, 0, 0, 0)
+        before = _usage(pg)
+        got = call_v11(pg, max_tis, pf=data.draw(st.sampled_from([0, 2])))
+        assert sorted(got) == sorted(expected)
+        for part, (cap, used) in _usage(pg).items():
+            assert used <= max(cap, before.get(part, (cap, 0))[1]), part
+        by_id = {t.id: t for t in w.tis}
+        for i in got:
+            by_id[i].state = "queued"
+        for _ in range(data.draw(st.integers(0, 3))):
+            next_id = _event(pg, w, data, next_id)
+
+
+def _blocked_head(pg, n_blocked: int = 40) -> World:
+    """Pool p (4 slots): n_blocked TIs of run 1 (DAG a, max_active_tasks 1, one TI running in
+    pool q) at priority 9, then 5 TIs of run 2 (DAG b, no limit) at priority 1."""
+    tis = [TI(1, "a", 1, "t", 0, "running", 9, "q", 1)]
+    tis += [TI(i, "a", 1, "t", i, "scheduled", 9, "p", 1) for i in range(2, 2 + n_blocked)]
+    tis += [TI(100 + i, "b", 2, "t", i, "scheduled", 1, "p", 1) for i in range(5)]
+    w = World(pools={"default_pool": (128, False), "p": (4, False), "q": (4, False)}, parallelism={"default": None},
+              dags={"a": (1, False), "b": (None, False)}, tasks={("a", "t"): (None, None), ("b", "t"): (None, None)},
+              runs={1: ("a", "running", 0), 2: ("b", "running", 0)}, tis=tis)
+    load_world(pg, w)
+    return w
+
+
+def test_an_entry_is_made_for_a_refused_head_and_dropped_when_its_run_gets_room(pg):
+    _blocked_head(pg)
+    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
+    assert entries(pg) == {"p": (41, None, [("run", "1", "None", "None", "None")])}
+    with pg.begin() as c:   # back to scheduled: read again, past the entry
+        c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id IN (100, 101)"))
+    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
+    assert list(entries(pg)) == ["p"]
+    with pg.begin() as c:   # run 1's running TI ends: its first scheduled TI comes first
+        c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = 1"))
+    assert sorted(call_v11(pg, 2, skip_min=32)) == [2, 102]
+    assert entries(pg) == {}             # run 1 had room when the page was read: nothing refused
+    with pg.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN (100, 101, 102)"))
+    assert sorted(call_v11(pg, 2, skip_min=32)) == [103, 104]
+    assert entries(pg) == {"p": (41, None, [("run", "1", "None", "None", "None")])}  # made again
+
+
+def test_fewer_refused_tis_than_skip_min_make_no_entry(pg):
+    _blocked_head(pg, n_blocked=31)
+    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
+    assert entries(pg) == {}
+
+
+def test_a_ti_written_ahead_of_the_bound_is_read(pg):
+    """After the entry: a new TI ahead of the bound, and a TI past it moved ahead by its priority."""
+    _blocked_head(pg)
+    call_v11(pg, 1)
+    assert list(entries(pg)) == ["p"]
+    with pg.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 100"))
+        c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                          "priority_weight, pool, pool_slots, queue, executor, run_after) "
+                          "VALUES (200, 2, 'b', 'run2', 't', 200, 'scheduled', 20, 'p', 1, 'default', 'default', :t)"),
+                  {"t": T0})
+        c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    assert call_v11(pg, 2) == [200, 104]
+
+
+def test_a_ti_written_by_a_transaction_open_during_the_call_is_read_by_the_next(pg):
+    """A writer scheduled TI 104 ahead of the bound (priority 10) and had not committed when a call
+    extended the entry (new refused TIs past its bound): the entry's xmin is the call's snapshot's,
+    which the open writer holds back, so the next call still finds 104."""
+    _blocked_head(pg)
+    call_v11(pg, 1)
+    bound = entries(pg)["p"][0]
+    with pg.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'running' WHERE id = 104"))
+    writer = pg.connect()
+    tx = writer.begin()
+    writer.execute(sa.text("UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = 104"))
+    try:
+        with pg.begin() as c:   # more refused TIs of run 1 behind the others: the next call extends the entry
+            c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                              "priority_weight, pool, pool_slots, queue, executor, run_after) "
+                              "SELECT 300 + g, 1, 'a', 'run1', 't', 300 + g, 'scheduled', 9, 'p', 1, 'default', "
+                              "'default', :t FROM generate_series(0, 4) g"), {"t": T0})
+        assert call_v11(pg, 1) == [101]
+        assert entries(pg)["p"][0] == 304 != bound
+    finally:
+        tx.commit()
+        writer.close()
+    assert call_v11(pg, 1) == [104]
+
+
+def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(pg):
+    """Pool p (4 slots, 1 running): 40 TIs of 4 slots ahead of narrow ones. When the running TI
+    ends, the first wide TI fits: the entry (min_wide 4) no longer holds."""
+    tis = [TI(1, "a", 1, "t", 0, "running", 1, "p", 1)]
+    tis += [TI(i, "a", 1, "t", i, "scheduled", 9, "p", 4) for i in range(2, 42)]
+    tis += [TI(100 + i, "a", 1, "t", 100 + i, "scheduled", 1, "p", 1) for i in range(5)]
+    load_world(pg, World(pools={"default_pool": (128, False), "p": (4, False)}, parallelism={"default": None},
+                         dags={"a": (None, False)}, tasks={("a", "t"): (None, None)}, runs={1: ("a", "running", 0)},
+                         tis=tis))
+    assert sorted(call_v11(pg, 1)) == [100]
+    assert entries(pg) == {"p": (41, 4, [])}
+    with pg.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN (1, 100)"))
+    assert call_v11(pg, 2) == [2]
