@@ -1,7 +1,7 @@
 """Benchmark of the critical section (queue_tis, the version the named query calls, or --version N).
 
     python loadtests/bench_queue.py [--database-url URL] [--version N]
-        [--workloads sizes,small,blocked,surge,starvation] [--sizes 10000,100000,1000000]
+        [--workloads sizes,small,blocked,blocked-churn,surge,starvation] [--sizes 10000,100000,1000000]
         [--blocked 5000,500000] [--latency-calls 50] [--drain-seconds 30]
 
 Workloads (issue 11's targets in parentheses; every figure is printed with the machine's load
@@ -19,6 +19,9 @@ average beside it, since a shared machine changes them several times over):
     blocked by its own limit (run at max_active_tasks, task at max_active_tis_per_dag, or
     pool_slots equal to the pool's slots while the pool has a running TI), calls at max_tis=32
     (target 2: p50 <= 5 ms, 500,000 within 2x of 5,000);
+  * blocked-churn: "blocked", with the active TI of the run at max_active_tasks ended before
+    every call (its run gets room, one of its TIs is queued and kept: full again): what an
+    opening partition costs queue_tis_v11's skip entries;
   * surge: 1,000 runs and 50,000 TIs replaced by new ones without refreshing statistics, then
     drained (item 6);
   * starvation: the two Airflow starvation cases: calls until the runnable work is queued.
@@ -177,15 +180,17 @@ def set_state(eng, ids: list[int], state: str, clear_queued: bool = False) -> No
         c.execute(stmt, {"s": state, "ids": ids})
 
 
-def latency(eng, n: int, calls: int, max_tis: int = 512) -> dict:
-    """Backlog held at n: what a call queues is put back to scheduled afterwards."""
+def latency(eng, n: int, calls: int, max_tis: int = 512, before=None) -> dict:
+    """Backlog held at n: what a call queues is put back to scheduled afterwards (before: run
+    before each call, outside its time; it may keep TIs out of the put-back by returning their ids)."""
     times = []
     queued = 0
     for _ in range(calls):
+        keep = before() if before else set()
         ids, dt = call(eng, max_tis)
         queued += len(ids)
         times.append(dt)
-        set_state(eng, ids, "scheduled", clear_queued=True)
+        set_state(eng, [i for i in ids if i not in keep], "scheduled", clear_queued=True)
     times.sort()
     return {"calls": calls, "queued_per_call": len(ids), "p50_ms": round(statistics.median(times) * 1000, 1),
             "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 1),
@@ -359,11 +364,22 @@ def workload_small(eng, calls: int) -> dict:
     return {"load_s": round(load_s, 1), "latency": latency(eng, 50_000, calls, max_tis=32)}
 
 
-def workload_blocked(eng, n: int, calls: int) -> dict:
+def workload_blocked(eng, n: int, calls: int, churn: bool = False) -> dict:
+    """churn: before every call the active TI of run blk_run ends, so its run has room again; the
+    call queues its next TI (kept queued: the run is full again) and the other blocked TIs stay
+    blocked. Every call then meets a partition that changed since the previous one."""
     load_s = setup(eng, 20_000)
     with eng.begin() as c:
         script(c, BLOCKED[db.dialect_dir(eng)].format(pools=POOLS, n=n, seq_pools=seq(POOLS), seq_n=seq(n)))
-    return {"load_s": round(load_s, 1), "latency": latency(eng, n, calls, max_tis=32)}
+
+    def end_blk_run() -> set:
+        with eng.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET state = 'success' "
+                              "WHERE dag_id = 'blk_run' AND state IN ('running', 'queued')"))
+            return {r.id for r in c.execute(sa.text("SELECT id FROM task_instance WHERE dag_id = 'blk_run' "
+                                                    "AND state = 'scheduled'"))}
+
+    return {"load_s": round(load_s, 1), "latency": latency(eng, n, calls, max_tis=32, before=end_blk_run if churn else None)}
 
 
 # The two Airflow starvation cases, per dialect ({seq_x}: see seq()).
@@ -448,7 +464,8 @@ def main() -> int:
                                            "emptied!)")
     ap.add_argument("--workloads", default="sizes,small,blocked,starvation",
                     help="comma-separated: sizes (latency at 512 and drain per --sizes), small (target 1), "
-                         "blocked (target 2, per --blocked), surge (item 6), starvation")
+                         "blocked (target 2, per --blocked), blocked-churn (the same, a blocking run gets room "
+                         "before every call), surge (item 6), starvation")
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--blocked", default="5000,500000", help="blocked TIs ahead of the runnable ones")
     ap.add_argument("--version", type=int, help="call queue_tis_v<N> (default: the named query, the newest)")
@@ -486,6 +503,12 @@ def main() -> int:
             lat = r["latency"]
             print(f"blocked {n:>9,} ahead (20,000 runnable, max_tis=32): p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
                   f"{lat['queued_per_call']} queued per call, {lat['tis_per_s']:,} TIs/s [load {lat['load']}]", flush=True)
+    if "blocked-churn" in work:
+        for n in [int(x) for x in args.blocked.split(",")]:
+            r = results.setdefault("blocked_churn", {})[n] = workload_blocked(eng, n, args.latency_calls, churn=True)
+            lat = r["latency"]
+            print(f"blocked {n:>9,} ahead, a blocking run gets room before every call (max_tis=32): p50 {lat['p50_ms']} "
+                  f"ms, p99 {lat['p99_ms']} ms, {lat['queued_per_call']} queued per call [load {lat['load']}]", flush=True)
     if "surge" in work:
         r = results["surge"] = workload_surge(eng, max(args.drain_seconds, 120))
         dr = r["drain"]
