@@ -488,6 +488,9 @@ def main() -> int:
             server = f"MariaDB {server}" if "mariadb" in server.lower() else f"MySQL {server}"
         else:
             server = "PostgreSQL " + c.execute(sa.text("SHOW server_version")).scalar()
+            if c.execute(sa.text("SHOW autovacuum")).scalar() == "off":
+                server += (" (autovacuum off: the dead rows of usage_delta and task_instance pile up through the "
+                           "run and slow every call; a deployment vacuums them)")
     fn = f"queue_tis_v{VERSION}" if VERSION else "queue_tis (named query)"
     print(f"{server}, {fn}, load average {load()} at start", flush=True)
     results = {"server": server, "function": fn, "sizes": {}, "blocked": {}}
