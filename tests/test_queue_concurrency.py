@@ -2,7 +2,7 @@
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
 Also rolling upgrades (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
-beside new ones calling queue_tis_v3; queue_tis_v7, v9 and v10 beside the named query's v11, one
+beside new ones calling queue_tis_v3; queue_tis_v7, v9 and v10 beside the named query's v12 (v11 behind a check of its setting), one
 database: on MySQL/MariaDB v7 sums the active TIs while v9-v11 read the usage counters; on
 PostgreSQL v7 ends a batch at every full page, v9 and v10 at check points, and v11 keeps skip
 entries, made here from a single refused TI (engine.skip_min 1 for the database) while the

@@ -230,3 +230,29 @@ def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(pg):
     with pg.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN (1, 100)"))
     assert call_v11(pg, 2) == [2]
+
+
+def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg):
+    """`ALTER DATABASE ... SET engine.skip_min = 'abc'` (a typo): queue_tis_v11 fails at every call
+    on its cast; the named query's version (v12) clears the value for the call with a WARNING
+    naming the setting and the fix, and queues as with the default."""
+    _blocked_head(pg)
+    with pg.begin() as c:
+        c.execute(sa.text("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET engine.skip_min = %L', "
+                          "current_database(), '3O'); END $$"))
+    pg.dispose()   # (new sessions take the database's setting)
+    with pytest.raises(sa.exc.DBAPIError, match="invalid input syntax for type integer"):
+        with db.connect(pg) as c:
+            c.execute(sa.text("SELECT * FROM queue_tis_v11(2)")).all()
+    raw = pg.raw_connection()
+    try:
+        warnings = []
+        raw.driver_connection.add_notice_handler(lambda d: warnings.append(d.message_primary))
+        cur = raw.cursor()
+        cur.execute("SELECT ti_id FROM queue_tis_v12(2)")
+        assert sorted(r[0] for r in cur.fetchall()) == [100, 101]
+        raw.commit()
+    finally:
+        raw.close()
+    assert len(warnings) == 1 and "engine.skip_min = '3O' is not a whole number" in warnings[0]
+    assert "RESET engine.skip_min" in warnings[0]
