@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engine import db
 from tests.reference import TI, World, greedy_v4
 from tests.test_queue_tis_model import _usage
-from tests.world import T0, load_world
+from tests.world import T0, load_world, queue
 
 CALL = ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
         "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"]
@@ -232,10 +232,11 @@ def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(pg):
     assert call_v11(pg, 2) == [2]
 
 
-def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg):
-    """`ALTER DATABASE ... SET engine.skip_min = 'abc'` (a typo): queue_tis_v11 fails at every call
-    on its cast; the named query's version (v12) clears the value for the call with a WARNING
-    naming the setting and the fix, and queues as with the default."""
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg, version):
+    """`ALTER DATABASE ... SET engine.skip_min = '3O'` (a typo): queue_tis_v11 fails at every call
+    on its cast; v12 and v13 (the named query's) clear the value for the call with a WARNING
+    naming the setting and the fix, and queue as with the default."""
     _blocked_head(pg)
     with pg.begin() as c:
         c.execute(sa.text("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET engine.skip_min = %L', "
@@ -249,10 +250,40 @@ def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg):
         warnings = []
         raw.driver_connection.add_notice_handler(lambda d: warnings.append(d.message_primary))
         cur = raw.cursor()
-        cur.execute("SELECT ti_id FROM queue_tis_v12(2)")
+        cur.execute(f"SELECT ti_id FROM queue_tis_v{version}(2)")
         assert sorted(r[0] for r in cur.fetchall()) == [100, 101]
         raw.commit()
     finally:
         raw.close()
     assert len(warnings) == 1 and "engine.skip_min = '3O' is not a whole number" in warnings[0]
     assert "RESET engine.skip_min" in warnings[0]
+
+
+def test_transaction_ids_from_another_cluster_drop_the_entries(pg):
+    """A dump restored into another cluster brings seen_xmin and sched_xid values that the new
+    cluster's transaction ids may lie below: a TI written there ahead of a bound looks covered
+    (v11 misses it). The named query's version (v13) sees ids past the current snapshot's xmax,
+    drops the entries, stamps those TIs again, and v11 then reads the pool in full."""
+    _blocked_head(pg)
+    assert call_v11(pg, 1) == [100]
+    assert list(entries(pg)) == ["p"]
+    with pg.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 100"))
+        c.execute(sa.text("UPDATE queue_skip SET seen_xmin = seen_xmin + 1000000000"))   # "restored"
+        c.execute(sa.text("ALTER TABLE task_instance DISABLE TRIGGER stamp_scheduled"))
+        c.execute(sa.text("UPDATE task_instance SET sched_xid = sched_xid + 1000000000 WHERE id = 101"))
+        c.execute(sa.text("ALTER TABLE task_instance ENABLE TRIGGER stamp_scheduled"))
+        # Written in the new cluster, ahead of the bound: below the restored seen_xmin.
+        c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                          "priority_weight, pool, pool_slots, queue, executor, run_after) "
+                          "VALUES (200, 2, 'b', 'run2', 't', 200, 'scheduled', 20, 'p', 1, 'default', 'default', :t)"),
+                  {"t": T0})
+    with db.connect(pg) as c:   # v11 alone: TI 200 goes unseen (the hazard), rolled back
+        assert 200 not in [r.ti_id for r in c.execute(sa.text("SELECT * FROM queue_tis_v11(1)")).all()]
+        c.rollback()
+    assert queue(pg, 1) == [200]   # the named query
+    with pg.connect() as c:
+        assert c.execute(sa.text("SELECT sched_xid < (SELECT min(seen_xmin) FROM queue_skip) OR NOT EXISTS "
+                                 "(SELECT 1 FROM queue_skip) FROM task_instance WHERE id = 101")).scalar()
+        assert c.execute(sa.text("SELECT count(*) FROM task_instance WHERE state = 'scheduled' AND sched_xid >= "
+                                 "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")).scalar() == 0
