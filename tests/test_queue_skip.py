@@ -232,10 +232,10 @@ def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(pg):
     assert call_v11(pg, 2) == [2]
 
 
-@pytest.mark.parametrize("version", [12, 13])
+@pytest.mark.parametrize("version", [12, 13, 14])
 def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg, version):
     """`ALTER DATABASE ... SET engine.skip_min = '3O'` (a typo): queue_tis_v11 fails at every call
-    on its cast; v12 and v13 (the named query's) clear the value for the call with a WARNING
+    on its cast; v12, v13 and v14 (the named query's) clear the value for the call with a WARNING
     naming the setting and the fix, and queue as with the default."""
     _blocked_head(pg)
     with pg.begin() as c:
@@ -262,7 +262,7 @@ def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg, version):
 def test_transaction_ids_from_another_cluster_drop_the_entries(pg):
     """A dump restored into another cluster brings seen_xmin and sched_xid values that the new
     cluster's transaction ids may lie below: a TI written there ahead of a bound looks covered
-    (v11 misses it). The named query's version (v13) sees ids past the current snapshot's xmax,
+    (v11 misses it). The named query's version (v14, as v13) sees ids past the current snapshot's xmax,
     drops the entries, stamps those TIs again, and v11 then reads the pool in full."""
     _blocked_head(pg)
     assert call_v11(pg, 1) == [100]
