@@ -190,7 +190,7 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
         pytest.skip("PostgreSQL's queue_tis_v9 calls queue_tis_v8 (the v8 case checks that call)")
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
-                    "the named query's cases, v11 and the chain of calls)")
+                    "the named query's cases, the chain of calls)")
     w = data.draw(st.one_of(worlds(dotted=True), contended_worlds()), label="world")
     for t in w.tis:  # scheduled at some minute (None: when its run was due)
         if t.since is None:
@@ -219,8 +219,8 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
 
 
 def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_and_clears_the_knobs(eng):
-    """No scheduled TI and no reservation: the named query (queue_tis_v10, which begins with v7's
-    check) returns no row at once, also while another scheduler holds the lock, and clears the
+    """No scheduled TI and no reservation: the named query (queue_tis_v14; on PostgreSQL v11 and
+    v10 through it, which begin with v7's check) returns no row at once, also while another scheduler holds the lock, and clears the
     knobs of its call. A scheduled TI, or a reservation alone (to drop), makes it take the lock:
     busy while another holds it."""
     load_one_run(eng, [TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "d", 1, "t", 1, "success", 1, "p", 1)],
