@@ -152,11 +152,17 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = Fal
 
 
 def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None = None,
-                   preempt: bool = False, pins: str = "") -> None:
+                   preempt: bool = False, pins: str = "", session_sql: str = "") -> None:
     """Call queue_tis_v<version> (None: the named query) in a loop (and the named query
-    preempt after it). pins: procedure_versions for the named queries ("preempt=1")."""
+    preempt after it). pins: procedure_versions for the named queries ("preempt=1").
+    session_sql: a statement every new connection runs first (a session setting)."""
     from engine import calls
     eng = calls.pin(db.make_engine(url), pins) if pins else db.make_engine(url)
+    if session_sql:
+        @sa.event.listens_for(eng, "connect")
+        def _session(dbapi_conn, _record):
+            with dbapi_conn.cursor() as cur:
+                cur.execute(session_sql)
     rng = random.Random(seed)
     queued, busy, violations, preempted, deadlocks = [], 0, [], 0, 0
     while window.racing():
@@ -238,16 +244,17 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
 
 
 def race(url: str, seconds: float, schedulers: int = 4, completers: int = 2, versions=(None,),
-         preempt: bool = False, enough: str | None = None, pins: str = "") -> dict:
+         preempt: bool = False, enough: str | None = None, pins: str = "", session_sql: str = "") -> dict:
     """versions: the queue_tis version of each scheduler, in turn (None: the named query).
     enough: a SQL condition the race runs until (after `seconds`), see Window.run.
-    pins: procedure_versions of the schedulers' named queries (e.g. "preempt=1")."""
+    pins: procedure_versions of the schedulers' named queries (e.g. "preempt=1").
+    session_sql: a statement each scheduler's connections run first."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out, window = ctx.Queue(), Window(ctx)
     procs = [ctx.Process(target=scheduler_loop,
-                         args=(url, window, i + 1, out, versions[i % len(versions)], preempt, pins))
+                         args=(url, window, i + 1, out, versions[i % len(versions)], preempt, pins, session_sql))
              for i in range(schedulers)]
     procs += [ctx.Process(target=completer_loop, args=(url, window, 100 + i, out, preempt)) for i in range(completers)]
     results = window.run(url, procs, out, seconds, enough)

@@ -1,9 +1,11 @@
-"""queue_tis_v11's skip entries (PostgreSQL; docs/critical-section.md, "queue_tis_v11").
+"""Skip entries: queue_tis_v11's on PostgreSQL, queue_tis_v15's on MySQL/MariaDB
+(docs/critical-section.md, "queue_tis_v11" and "queue_tis_v15").
 
 An entry lets a call read a pool past TIs that earlier calls found refused (full partitions, too
 wide) without reading them again. It must never hide a TI the greedy rule would queue: not when a
 partition it relies on gets room, a limit changes, nor when TIs are written scheduled ahead of its
-bound, by a transaction committed before the call or still open while it ran. The property test
+bound, by a transaction committed before the call or still open while it ran (PostgreSQL: the
+writer's transaction id; MySQL/MariaDB: the pool's gate row and the log). The property test
 drives worlds with refused heads through random events between calls and compares every call
 with the reference model; the others pin down each way an entry stops holding.
 """
@@ -21,21 +23,30 @@ from tests.reference import TI, World, greedy_v4
 from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
 
-CALL = ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
-        "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"]
+CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
+                      "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"],
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v15(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
-def pg(eng):
+def pg_only(eng):
     if db.dialect_dir(eng) != "postgresql":
-        pytest.skip("skip entries are PostgreSQL's (MySQL/MariaDB's queue_tis_v11 calls v10)")
+        pytest.skip("PostgreSQL's own checks (its entries rely on transaction ids)")
     return eng
 
 
-def call_v11(eng, max_tis: int, pf: int = 2, skip_min: int = 1) -> list[int]:
+@pytest.fixture
+def sk(eng):
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's, MySQL/MariaDB's v15's."""
+    return eng
+
+
+def call_skip(eng, max_tis: int, pf: int = 2, skip_min: int = 1) -> list[int]:
+    """The version with skip entries of the engine's dialect; the queued ids."""
+    set_min, call = CALL[db.dialect_dir(eng)]
     with db.connect(eng) as c:
-        c.execute(sa.text(CALL[0]), {"skip_min": skip_min})
-        return [r.ti_id for r in c.execute(sa.text(CALL[1]), {"max_tis": max_tis, "now": T0, "pf": pf}).all()]
+        c.execute(sa.text(set_min), {"skip_min": skip_min})
+        return [r.ti_id for r in c.execute(sa.text(call), {"max_tis": max_tis, "now": T0, "pf": pf}).all()]
 
 
 def entries(eng) -> dict:
@@ -119,26 +130,26 @@ def _event(eng, w: World, data, next_id: int) -> int:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_skip_entries_keep_the_greedy_answer_through_changes(pg, data):
+def test_skip_entries_keep_the_greedy_answer_through_changes(sk, data):
     w = data.draw(refused_heads(), label="world")
-    load_world(pg, w)
+    load_world(sk, w)
     next_id = len(w.tis) + 1
     for _ in range(6):
         max_tis = data.draw(st.integers(1, 6))
         expected = greedy_v4(w, max_tis, 0, 0, 0, 0)
-        before = _usage(pg)
-        got = call_v11(pg, max_tis, pf=data.draw(st.sampled_from([0, 2])))
+        before = _usage(sk)
+        got = call_skip(sk, max_tis, pf=data.draw(st.sampled_from([0, 2])))
         assert sorted(got) == sorted(expected)
-        for part, (cap, used) in _usage(pg).items():
+        for part, (cap, used) in _usage(sk).items():
             assert used <= max(cap, before.get(part, (cap, 0))[1]), part
         by_id = {t.id: t for t in w.tis}
         for i in got:
             by_id[i].state = "queued"
         for _ in range(data.draw(st.integers(0, 3))):
-            next_id = _event(pg, w, data, next_id)
+            next_id = _event(sk, w, data, next_id)
 
 
-def _blocked_head(pg, n_blocked: int = 40) -> World:
+def _blocked_head(sk, n_blocked: int = 40) -> World:
     """Pool p (4 slots): n_blocked TIs of run 1 (DAG a, max_active_tasks 1, one TI running in
     pool q) at priority 9, then 5 TIs of run 2 (DAG b, no limit) at priority 1."""
     tis = [TI(1, "a", 1, "t", 0, "running", 9, "q", 1)]
@@ -147,105 +158,145 @@ def _blocked_head(pg, n_blocked: int = 40) -> World:
     w = World(pools={"default_pool": (128, False), "p": (4, False), "q": (4, False)}, parallelism={"default": None},
               dags={"a": (1, False), "b": (None, False)}, tasks={("a", "t"): (None, None), ("b", "t"): (None, None)},
               runs={1: ("a", "running", 0), 2: ("b", "running", 0)}, tis=tis)
-    load_world(pg, w)
+    load_world(sk, w)
     return w
 
 
-def test_an_entry_is_made_for_a_refused_head_and_dropped_when_its_run_gets_room(pg):
-    _blocked_head(pg)
-    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
-    assert entries(pg) == {"p": (41, None, [("run", "1", "None", "None", "None")])}
-    with pg.begin() as c:   # back to scheduled: read again, past the entry
+def test_an_entry_is_made_for_a_refused_head_and_dropped_when_its_run_gets_room(sk):
+    _blocked_head(sk)
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
+    assert entries(sk) == {"p": (41, None, [("run", "1", "None", "None", "None")])}
+    with sk.begin() as c:   # back to scheduled: read again, past the entry
         c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id IN (100, 101)"))
-    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
-    assert list(entries(pg)) == ["p"]
-    with pg.begin() as c:   # run 1's running TI ends: its first scheduled TI comes first
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
+    assert list(entries(sk)) == ["p"]
+    with sk.begin() as c:   # run 1's running TI ends: its first scheduled TI comes first
         c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id = 1"))
-    assert sorted(call_v11(pg, 2, skip_min=32)) == [2, 102]
-    assert entries(pg) == {}             # run 1 had room when the page was read: nothing refused
-    with pg.begin() as c:
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [2, 102]
+    assert entries(sk) == {}             # run 1 had room when the page was read: nothing refused
+    with sk.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN (100, 101, 102)"))
-    assert sorted(call_v11(pg, 2, skip_min=32)) == [103, 104]
-    assert entries(pg) == {"p": (41, None, [("run", "1", "None", "None", "None")])}  # made again
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [103, 104]
+    assert entries(sk) == {"p": (41, None, [("run", "1", "None", "None", "None")])}  # made again
 
 
-def test_fewer_refused_tis_than_skip_min_make_no_entry(pg):
-    _blocked_head(pg, n_blocked=31)
-    assert sorted(call_v11(pg, 2, skip_min=32)) == [100, 101]
-    assert entries(pg) == {}
+def test_an_entry_ends_before_the_first_ti_the_page_takes_even_one_pruned_later(sk):
+    """TIs 2-11 refused (run 1 full), TI 50 of a paused DAG (the page takes it, the prune drops
+    it), TIs 12-41 refused again, runnable TIs behind: the entry's bound is TI 11, not 41, so TI
+    50 is read again and queued once its DAG is unpaused."""
+    tis = [TI(1, "a", 1, "t", 0, "running", 9, "q", 1)]
+    tis += [TI(i, "a", 1, "t", i, "scheduled", 9, "p", 1) for i in range(2, 12)]
+    tis += [TI(50, "c", 3, "t", 50, "scheduled", 8, "p", 1)]
+    tis += [TI(i, "a", 1, "t", i, "scheduled", 7, "p", 1) for i in range(12, 42)]
+    tis += [TI(100 + i, "b", 2, "t", i, "scheduled", 1, "p", 1) for i in range(5)]
+    load_world(sk, World(pools={"default_pool": (128, False), "p": (4, False), "q": (4, False)},
+                         parallelism={"default": None}, dags={"a": (1, False), "b": (None, False), "c": (None, True)},
+                         tasks={("a", "t"): (None, None), ("b", "t"): (None, None), ("c", "t"): (None, None)},
+                         runs={1: ("a", "running", 0), 2: ("b", "running", 0), 3: ("c", "running", 0)}, tis=tis))
+    assert sorted(call_skip(sk, 2)) == [100, 101]
+    assert entries(sk)["p"][0] == 11
+    with sk.begin() as c:
+        c.execute(sa.text("UPDATE dag SET is_paused = :f WHERE dag_id = 'c'"), {"f": False})
+    assert call_skip(sk, 1) == [50]
 
 
-def test_a_ti_written_ahead_of_the_bound_is_read(pg):
+def test_fewer_refused_tis_than_skip_min_make_no_entry(sk):
+    _blocked_head(sk, n_blocked=31)
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
+    assert entries(sk) == {}
+
+
+def test_a_ti_written_ahead_of_the_bound_is_read(sk):
     """After the entry: a new TI ahead of the bound, and a TI past it moved ahead by its priority."""
-    _blocked_head(pg)
-    call_v11(pg, 1)
-    assert list(entries(pg)) == ["p"]
-    with pg.begin() as c:
+    _blocked_head(sk)
+    call_skip(sk, 1)
+    assert list(entries(sk)) == ["p"]
+    with sk.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 100"))
         c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
                           "priority_weight, pool, pool_slots, queue, executor, run_after) "
                           "VALUES (200, 2, 'b', 'run2', 't', 200, 'scheduled', 20, 'p', 1, 'default', 'default', :t)"),
                   {"t": T0})
         c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
-    assert call_v11(pg, 2) == [200, 104]
+    assert call_skip(sk, 2) == [200, 104]
 
 
-def test_a_ti_written_by_a_transaction_open_during_the_call_is_read_by_the_next(pg):
+def test_a_ti_written_by_a_transaction_open_during_the_call_is_read_by_the_next(sk):
     """A writer scheduled TI 104 ahead of the bound (priority 10) and had not committed when a call
     extended the entry (new refused TIs past its bound): the entry's xmin is the call's snapshot's,
     which the open writer holds back, so the next call still finds 104."""
-    _blocked_head(pg)
-    call_v11(pg, 1)
-    bound = entries(pg)["p"][0]
-    with pg.begin() as c:
+    _blocked_head(sk)
+    call_skip(sk, 1)
+    bound = entries(sk)["p"][0]
+    with sk.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'running' WHERE id = 104"))
-    writer = pg.connect()
+    writer = sk.connect()
     tx = writer.begin()
     writer.execute(sa.text("UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = 104"))
     try:
-        with pg.begin() as c:   # more refused TIs of run 1 behind the others: the next call extends the entry
+        with sk.begin() as c:   # more refused TIs of run 1 behind the others: the next call extends the entry
             c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
                               "priority_weight, pool, pool_slots, queue, executor, run_after) "
-                              "SELECT 300 + g, 1, 'a', 'run1', 't', 300 + g, 'scheduled', 9, 'p', 1, 'default', "
-                              "'default', :t FROM generate_series(0, 4) g"), {"t": T0})
-        assert call_v11(pg, 1) == [101]
-        assert entries(pg)["p"][0] == 304 != bound
+                              "VALUES (:id, 1, 'a', 'run1', 't', :id, 'scheduled', 9, 'p', 1, 'default', 'default', :t)"),
+                      [{"id": 300 + g, "t": T0} for g in range(5)])
+        assert call_skip(sk, 1) == [101]
+        assert entries(sk)["p"][0] == 304 != bound
     finally:
         tx.commit()
         writer.close()
-    assert call_v11(pg, 1) == [104]
+    assert call_skip(sk, 1) == [104]
 
 
-def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(pg):
+def test_no_entry_hides_a_ti_whose_writer_was_open_when_it_would_have_been_made(sk):
+    """A writer moved TI 104 ahead of the refused head (priority 10) and had not committed when a
+    call found 40 refused TIs to make an entry of. PostgreSQL makes it (its xmin is held back by
+    the open writer); MySQL/MariaDB makes none while the writer holds the pool's gate row. Either
+    way the next call, after the commit, queues 104 first."""
+    _blocked_head(sk)
+    writer = sk.connect()
+    tx = writer.begin()
+    writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    try:
+        assert call_skip(sk, 1, skip_min=32) == [100]
+        assert list(entries(sk)) == (["p"] if db.dialect_dir(sk) == "postgresql" else [])
+    finally:
+        tx.commit()
+        writer.close()
+    assert call_skip(sk, 1, skip_min=32) == [104]
+    assert call_skip(sk, 1, skip_min=32) == [101]
+    assert list(entries(sk)) == ["p"]   # (made now on MySQL/MariaDB: no writer open)
+
+
+def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(sk):
     """Pool p (4 slots, 1 running): 40 TIs of 4 slots ahead of narrow ones. When the running TI
     ends, the first wide TI fits: the entry (min_wide 4) no longer holds."""
     tis = [TI(1, "a", 1, "t", 0, "running", 1, "p", 1)]
     tis += [TI(i, "a", 1, "t", i, "scheduled", 9, "p", 4) for i in range(2, 42)]
     tis += [TI(100 + i, "a", 1, "t", 100 + i, "scheduled", 1, "p", 1) for i in range(5)]
-    load_world(pg, World(pools={"default_pool": (128, False), "p": (4, False)}, parallelism={"default": None},
+    load_world(sk, World(pools={"default_pool": (128, False), "p": (4, False)}, parallelism={"default": None},
                          dags={"a": (None, False)}, tasks={("a", "t"): (None, None)}, runs={1: ("a", "running", 0)},
                          tis=tis))
-    assert sorted(call_v11(pg, 1)) == [100]
-    assert entries(pg) == {"p": (41, 4, [])}
-    with pg.begin() as c:
+    assert sorted(call_skip(sk, 1)) == [100]
+    assert entries(sk) == {"p": (41, 4, [])}
+    with sk.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN (1, 100)"))
-    assert call_v11(pg, 2) == [2]
+    assert call_skip(sk, 2) == [2]
 
 
 @pytest.mark.parametrize("version", [12, 13, 14])
-def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg, version):
+def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg_only, version):
     """`ALTER DATABASE ... SET engine.skip_min = '3O'` (a typo): queue_tis_v11 fails at every call
     on its cast; v12, v13 and v14 (the named query's) clear the value for the call with a WARNING
     naming the setting and the fix, and queue as with the default."""
-    _blocked_head(pg)
-    with pg.begin() as c:
+    _blocked_head(pg_only)
+    with pg_only.begin() as c:
         c.execute(sa.text("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET engine.skip_min = %L', "
                           "current_database(), '3O'); END $$"))
-    pg.dispose()   # (new sessions take the database's setting)
+    pg_only.dispose()   # (new sessions take the database's setting)
     with pytest.raises(sa.exc.DBAPIError, match="invalid input syntax for type integer"):
-        with db.connect(pg) as c:
+        with db.connect(pg_only) as c:
             c.execute(sa.text("SELECT * FROM queue_tis_v11(2)")).all()
-    raw = pg.raw_connection()
+    raw = pg_only.raw_connection()
     try:
         warnings = []
         raw.driver_connection.add_notice_handler(lambda d: warnings.append(d.message_primary))
@@ -259,15 +310,15 @@ def test_a_skip_min_that_is_not_a_whole_number_warns_and_queues(pg, version):
     assert "RESET engine.skip_min" in warnings[0]
 
 
-def test_transaction_ids_from_another_cluster_drop_the_entries(pg):
+def test_transaction_ids_from_another_cluster_drop_the_entries(pg_only):
     """A dump restored into another cluster brings seen_xmin and sched_xid values that the new
     cluster's transaction ids may lie below: a TI written there ahead of a bound looks covered
     (v11 misses it). The named query's version (v14, as v13) sees ids past the current snapshot's xmax,
     drops the entries, stamps those TIs again, and v11 then reads the pool in full."""
-    _blocked_head(pg)
-    assert call_v11(pg, 1) == [100]
-    assert list(entries(pg)) == ["p"]
-    with pg.begin() as c:
+    _blocked_head(pg_only)
+    assert call_skip(pg_only, 1) == [100]
+    assert list(entries(pg_only)) == ["p"]
+    with pg_only.begin() as c:
         c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id = 100"))
         c.execute(sa.text("UPDATE queue_skip SET seen_xmin = seen_xmin + 1000000000"))   # "restored"
         c.execute(sa.text("ALTER TABLE task_instance DISABLE TRIGGER stamp_scheduled"))
@@ -278,11 +329,11 @@ def test_transaction_ids_from_another_cluster_drop_the_entries(pg):
                           "priority_weight, pool, pool_slots, queue, executor, run_after) "
                           "VALUES (200, 2, 'b', 'run2', 't', 200, 'scheduled', 20, 'p', 1, 'default', 'default', :t)"),
                   {"t": T0})
-    with db.connect(pg) as c:   # v11 alone: TI 200 goes unseen (the hazard), rolled back
+    with db.connect(pg_only) as c:   # v11 alone: TI 200 goes unseen (the hazard), rolled back
         assert 200 not in [r.ti_id for r in c.execute(sa.text("SELECT * FROM queue_tis_v11(1)")).all()]
         c.rollback()
-    assert queue(pg, 1) == [200]   # the named query
-    with pg.connect() as c:
+    assert queue(pg_only, 1) == [200]   # the named query
+    with pg_only.connect() as c:
         assert c.execute(sa.text("SELECT sched_xid < (SELECT min(seen_xmin) FROM queue_skip) OR NOT EXISTS "
                                  "(SELECT 1 FROM queue_skip) FROM task_instance WHERE id = 101")).scalar()
         assert c.execute(sa.text("SELECT count(*) FROM task_instance WHERE state = 'scheduled' AND sched_xid >= "

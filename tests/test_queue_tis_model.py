@@ -155,7 +155,9 @@ V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rat
                           # (v11: a skip entry from the first TI a page refuses; others ignore it.)
                           "set_config('engine.skip_min', '1', true)",
                           "SELECT * FROM queue_tis_v{v}(:max_tis, NULL, :now, :pf)"],
-           "mysql": ["SET @engine_aging_rate = :rate, @engine_aging_cap = :cap, @engine_reserve_after = :ra",
+           # (v15: the same on MySQL/MariaDB, @engine_skip_min; others ignore it.)
+           "mysql": ["SET @engine_aging_rate = :rate, @engine_aging_cap = :cap, @engine_reserve_after = :ra, "
+                     "@engine_skip_min = 1",
                      "CALL queue_tis_v{v}(:max_tis, NULL, :now, :pf)"]}
 
 
@@ -174,12 +176,13 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # rows are check points of the walk, passed when their pool is full by then, else the end.
 # v9 is MySQL's own walk (v4's, with usage from the counters); on PostgreSQL it calls v8.
 # v10 calls v9 on MySQL. v11 is v10 with skip entries (PostgreSQL; here made from a single
-# refused TI: engine.skip_min 1); on MySQL it calls v10.
+# refused TI: engine.skip_min 1); on MySQL it calls v10. v15 is MySQL's v9 with skip entries
+# (@engine_skip_min 1); on PostgreSQL it calls v14, which calls v11.
 @pytest.mark.parametrize("version,page_factor",
                          [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2),
-                          (11, 0)],
+                          (11, 0), (15, 2), (15, 0)],
                          ids=["v4", "v5", "v7", "v6-small-pages", "v8", "v9", "v9-small-pages", "v10",
-                              "v10-small-pages", "v11", "v11-small-pages"])
+                              "v10-small-pages", "v11", "v11-small-pages", "v15", "v15-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
@@ -188,6 +191,9 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
         pytest.skip("MySQL's queue_tis_v8 calls queue_tis_v7 (the v7 case checks that call)")
     if not mysql and version == 9:
         pytest.skip("PostgreSQL's queue_tis_v9 calls queue_tis_v8 (the v8 case checks that call)")
+    if not mysql and version == 15:
+        pytest.skip("PostgreSQL's queue_tis_v15 calls v14, then v11 (the v11 cases check v11; the named query's "
+                    "cases, the chain of calls)")
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
