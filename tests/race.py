@@ -151,18 +151,24 @@ def setup_world(eng, n_tis: int = 400, dotted: bool = False, preempt: bool = Fal
                           "'default', 'default', :run_after)"), tis)
 
 
+def session_engine(url: str, session_sql: str = ""):
+    """An engine whose every new connection runs session_sql first (a session setting)."""
+    eng = db.make_engine(url)
+    if session_sql:
+        @sa.event.listens_for(eng, "connect")
+        def _session(dbapi_conn, _record):
+            with dbapi_conn.cursor() as cur:
+                cur.execute(session_sql)
+    return eng
+
+
 def scheduler_loop(url: str, window: Window, seed: int, out, version: int | None = None,
                    preempt: bool = False, pins: str = "", session_sql: str = "") -> None:
     """Call queue_tis_v<version> (None: the named query) in a loop (and the named query
     preempt after it). pins: procedure_versions for the named queries ("preempt=1").
     session_sql: a statement every new connection runs first (a session setting)."""
     from engine import calls
-    eng = calls.pin(db.make_engine(url), pins) if pins else db.make_engine(url)
-    if session_sql:
-        @sa.event.listens_for(eng, "connect")
-        def _session(dbapi_conn, _record):
-            with dbapi_conn.cursor() as cur:
-                cur.execute(session_sql)
+    eng = calls.pin(session_engine(url, session_sql), pins) if pins else session_engine(url, session_sql)
     rng = random.Random(seed)
     queued, busy, violations, preempted, deadlocks = [], 0, [], 0, 0
     while window.racing():

@@ -30,9 +30,8 @@ def test_each_object_file_defines_the_object_it_is_named_after(dialect_dir):
         assert procedures.object_kind(dialect_dir, name, path.read_text()) in ("function", "procedure", "view")
 
 
-# Objects of one dialect only, with the reason (each file says it too).
-# Objects of one dialect only, each with its dialect and the reason (none since stamp_scheduled_v1
-# got its MySQL/MariaDB form in revision 0030).
+# Objects of one dialect only, each with its dialect and the reason (each file says it too; none
+# since stamp_scheduled_v1 got its MySQL/MariaDB form in revision 0030).
 DIALECT_ONLY: dict[str, str] = {}
 
 

@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from engine import db
-from tests.race import T0, VIOLATIONS, Window, completer_loop, setup_world, transient
+from tests.race import T0, VIOLATIONS, Window, completer_loop, session_engine, setup_world, transient
 from tests.world import call_queue_tis
 
 ENTRY_FREE = {"postgresql": 10, "mysql": 9}   # the last version of each dialect without skip entries
@@ -31,13 +31,8 @@ SKIP_MIN = {"postgresql": "", "mysql": "SET @engine_skip_min = 1"}
 
 
 def _engine(url: str):
-    eng = db.make_engine(url)
-    if db.dialect_dir(eng) == "mysql":
-        @sa.event.listens_for(eng, "connect")
-        def _session(dbapi_conn, _record):
-            with dbapi_conn.cursor() as cur:
-                cur.execute(SKIP_MIN["mysql"])
-    return eng
+    """Entries from a single refused TI (PostgreSQL: the database's setting, made by the test)."""
+    return session_engine(url, SKIP_MIN.get(sa.engine.make_url(url).get_backend_name(), ""))
 
 
 def scheduler(url: str, window: Window, seed: int, out) -> None:
