@@ -25,6 +25,8 @@ average beside it, since a shared machine changes them several times over):
   * surge: 1,000 runs and 50,000 TIs replaced by new ones without refreshing statistics, then
     drained (item 6);
   * starvation: the two Airflow starvation cases: calls until the runnable work is queued.
+The header line also gives the time of a 10^7-iteration Python loop: the same machine's figures
+vary twofold from day to day, so compare runs beside that yardstick (or alternate them).
 Writes loadtests/results/bench_queue.json (bench_queue_mysql.json for MySQL/MariaDB; --out) and
 prints one line per measurement. Without --database-url it uses a throw-away embedded
 PostgreSQL; with --database-url mysql+pymysql://user@host/db it runs on MySQL/MariaDB (the
@@ -199,6 +201,18 @@ def latency(eng, n: int, calls: int, max_tis: int = 512, before=None) -> dict:
 
 def load() -> str:
     return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def machine_speed() -> float:
+    """Seconds a 10^7-iteration Python loop takes (the median of three): one machine's figures
+    vary twofold from one day to the next, so a result is read beside this yardstick."""
+    loop = compile("for i in range(10**7): pass", "<yardstick>", "exec")  # as `python -c` runs it
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        exec(loop, {})
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times), 2)
 
 
 def drain(eng, seconds: float) -> dict:
@@ -492,8 +506,10 @@ def main() -> int:
                 server += (" (autovacuum off: the dead rows of usage_delta and task_instance pile up through the "
                            "run and slow every call; a deployment vacuums them)")
     fn = f"queue_tis_v{VERSION}" if VERSION else "queue_tis (named query)"
-    print(f"{server}, {fn}, load average {load()} at start", flush=True)
-    results = {"server": server, "function": fn, "sizes": {}, "blocked": {}}
+    speed = machine_speed()
+    print(f"{server}, {fn}, load average {load()} at start; a 10^7-iteration Python loop takes {speed} s",
+          flush=True)
+    results = {"server": server, "function": fn, "loop_10m_s": speed, "sizes": {}, "blocked": {}}
     if "small" in work:
         r = results["small"] = workload_small(eng, args.latency_calls)
         lat = r["latency"]
