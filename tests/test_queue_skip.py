@@ -7,10 +7,13 @@ partition it relies on gets room, a limit changes, nor when TIs are written sche
 bound, by a transaction committed before the call or still open while it ran (PostgreSQL: the
 writer's transaction id; MySQL/MariaDB: the pool's gate row and the log). The property test
 drives worlds with refused heads through random events between calls and compares every call
-with the reference model; the others pin down each way an entry stops holding.
+with the reference model; the others pin down each way an entry stops holding, and (MySQL/MariaDB)
+the deadlock between a writer and the call making an entry.
 """
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -338,3 +341,65 @@ def test_transaction_ids_from_another_cluster_drop_the_entries(pg_only):
                                  "(SELECT 1 FROM queue_skip) FROM task_instance WHERE id = 101")).scalar()
         assert c.execute(sa.text("SELECT count(*) FROM task_instance WHERE state = 'scheduled' AND sched_xid >= "
                                  "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")).scalar() == 0
+
+
+def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_nothing(sk):
+    """MySQL/MariaDB: a call that makes an entry holds its pool's gate row exclusively until it
+    commits, and its final UPDATE locks the TIs it queues; a writer that holds one of those TIs
+    (a locking read, as an operator's command takes) and then writes a scheduled TI of that pool
+    waits for the gate. Each waits for the other: InnoDB breaks the cycle with error 1213 on one
+    side (services treat it as transient and retry next pass). Whichever side it picked, one retry
+    of it leaves the greedy answer whole: 100 queued once, and 104 (moved ahead of the entry's
+    bound by the writer) found by the next call."""
+    if db.dialect_dir(sk) != "mysql":
+        pytest.skip("the gate row is MySQL/MariaDB's (PostgreSQL's entries take no lock of writers)")
+    _blocked_head(sk)
+    writer = sk.connect()
+    tx = writer.begin()
+    writer.execute(sa.text("SELECT id FROM task_instance WHERE id = 100 FOR UPDATE")).all()
+    outcome = {}
+
+    def call():
+        try:
+            outcome["ids"] = call_skip(sk, 1, skip_min=32)
+        except sa.exc.DBAPIError as exc:
+            outcome["error"] = db.error_code(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        # The call waits for TI 100 once it holds the gate and made the entry (its final UPDATE).
+        # (INNODB_TRX is a cache the server refreshes only when it was last read 0.1 s ago or more.)
+        with sk.connect() as c:
+            deadline = time.monotonic() + 40
+            while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                                    "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
+                assert caller.is_alive() and time.monotonic() < deadline, outcome
+                time.sleep(0.2)
+        writer_error = None
+        try:
+            writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+            tx.commit()
+        except sa.exc.DBAPIError as exc:
+            writer_error = db.error_code(exc)
+            tx.rollback()
+    finally:
+        caller.join(120)
+        writer.close()
+    assert not caller.is_alive()
+    # Exactly one side was chosen to break the deadlock.
+    assert [writer_error, outcome.get("error")].count(1213) == 1, (writer_error, outcome)
+    assert [writer_error, outcome.get("error")].count(None) == 1, (writer_error, outcome)
+    if writer_error is not None:   # the writer retries; the call had queued 100 and made the entry
+        assert outcome["ids"] == [100] and list(entries(sk)) == ["p"]
+        with sk.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    else:                          # the call rolled back whole: nothing queued, no entry
+        assert list(entries(sk)) == []
+        assert call_skip(sk, 1, skip_min=32) == [104]   # the writer's TI, now ahead of everyone
+        assert call_skip(sk, 1, skip_min=32) == [100]
+        return
+    assert call_skip(sk, 1, skip_min=32) == [104]
+    assert call_skip(sk, 1, skip_min=32) == [101]
+    with sk.connect() as c:
+        assert c.execute(sa.text("SELECT COUNT(*) FROM task_instance WHERE state = 'queued'")).scalar() == 3
