@@ -109,7 +109,12 @@ def handle_errors(fn):
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         except db.dbapi_errors() as exc:
-            if isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
+            if db.is_transient(exc):
+                # A deadlock or a lock wait timeout: the database is fine, another transaction
+                # was in the way, and the server rolled this command's transaction back.
+                click.echo(f"error: {_one_line(exc)}: another transaction was in the way and this "
+                           f"command's transaction was rolled back; run the command again", err=True)
+            elif isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
                 # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) as an
                 # OperationalError too: that is bad input, shown like any other DBAPIError.
                 click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "

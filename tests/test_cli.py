@@ -182,3 +182,32 @@ def test_unreachable_database_is_one_line():
         assert_one_line_error(r, "unreachable", "ENGINE_DATABASE_URL")
     r = engine("notadb://x", "tick")
     assert_one_line_error(r, "notadb")
+
+
+@pytest.mark.parametrize("orig", ["mysql-1213", "mysql-1205", "postgresql-40P01"])
+def test_a_deadlock_is_one_line_that_says_to_run_the_command_again(orig, capsys):
+    """A command that meets a deadlock or a lock wait timeout (a writer racing the MariaDB call
+    that makes a skip entry, docs/critical-section.md) is told to run again, not to check that
+    the database is up."""
+    import psycopg
+    import pymysql
+    import sqlalchemy as sa
+
+    from cli.common import handle_errors
+
+    cause = {"mysql-1213": pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock; "
+                                                              "try restarting transaction"),
+             "mysql-1205": pymysql.err.OperationalError(1205, "Lock wait timeout exceeded; try restarting "
+                                                              "transaction"),
+             "postgresql-40P01": psycopg.errors.DeadlockDetected("deadlock detected")}[orig]
+
+    @handle_errors
+    def command():
+        raise sa.exc.OperationalError("UPDATE task_instance ...", {}, cause)
+
+    with pytest.raises(SystemExit) as exit_:
+        command()
+    assert exit_.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "run the command again" in lines[0] and "check that the database is up" not in lines[0]
