@@ -111,7 +111,9 @@ def handle_errors(fn):
         except db.dbapi_errors() as exc:
             if db.is_transient(exc):
                 # A deadlock or a lock wait timeout: the database is fine, another transaction
-                # was in the way, and the server rolled this command's transaction back.
+                # was in the way. The command's transaction ends rolled back (by the server, or,
+                # after MariaDB's 1205, which undoes only the statement, by the connection's
+                # `begin()` block the error left).
                 click.echo(f"error: {_one_line(exc)}: another transaction was in the way and this "
                            f"command's transaction was rolled back; run the command again", err=True)
             elif isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
