@@ -32,13 +32,16 @@ VIOLATIONS = sa.text("SELECT * FROM limit_usage WHERE used > cap")
 
 
 def transient(exc: BaseException) -> bool:
-    """A scheduler lock held by another caller, or a deadlock the server broke (preempt_v1 and a
-    worker's heartbeat lock TI rows; the engine's scheduler step and worker retry next time)."""
+    """A scheduler lock held by another caller, or a deadlock or lock wait timeout the server
+    broke (preempt_v1 and a worker's heartbeat lock TI rows): what the engine's scheduler step and
+    worker retry next time (engine/scheduler.py, engine/worker.py), no more."""
     return db.is_lock_busy(exc) or deadlock(exc)
 
 
 def deadlock(exc: BaseException) -> bool:
-    return db.error_code(exc) in ("40P01", 1213)
+    """A deadlock, serialization failure or lock wait timeout: db.is_transient, the engine's own
+    test (it took only 40P01 and 1213: a 1205 the engine retries would have failed the race)."""
+    return db.is_transient(exc)
 
 
 # The next late (high-priority) TI to arrive, where it can cause a preemption: its pool is full of
