@@ -294,7 +294,7 @@ def describe_connect_error(url: str, exc: Exception) -> EngineError:
 
     safe = sa.engine.make_url(url).render_as_string(hide_password=True)
     detail = error_message(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if error_code(exc) in (1049, "3D000"):  # MySQL ER_BAD_DB_ERROR, PostgreSQL invalid_catalog_name
+    if is_missing_database(exc):
         how = ("`engine db upgrade` creates it on MySQL/MariaDB" if is_mysql_url(url)
                else "create it (createdb) and run `engine db upgrade`")
         return EngineError(f"database {safe} does not exist ({detail}); {how}")
@@ -371,6 +371,21 @@ def error_code(exc: BaseException):
     if args and isinstance(args[0], int):  # PyMySQL: (errno, message); it also sets sqlstate
         return args[0]
     return getattr(orig, "sqlstate", None)
+
+
+# libpq's text for a connection refused because the database does not exist (psycopg gives a
+# failed connection no SQLSTATE; the server's FATAL line is English unless lc_messages says other).
+_NO_DATABASE = re.compile(r'FATAL:\s+database ".*" does not exist')
+
+
+def is_missing_database(exc: BaseException) -> bool:
+    """True when a connection failed because the URL's database does not exist: MySQL 1049
+    ER_BAD_DB_ERROR, PostgreSQL 3D000 invalid_catalog_name, or psycopg's failed connection that
+    says so (it carries no SQLSTATE)."""
+    code = error_code(exc)
+    if code in (1049, "3D000"):
+        return True
+    return code is None and bool(_NO_DATABASE.search(str(getattr(exc, "orig", None) or exc)))
 
 
 def is_lock_busy(exc: BaseException) -> bool:

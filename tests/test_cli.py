@@ -80,7 +80,13 @@ def test_missing_database_is_one_line_and_db_upgrade_creates_it_on_mysql(db_url,
     r = engine(url, "dags", "list")
     assert_one_line_error(r, "does not exist")
     if dialect != "mysql":
-        return  # PostgreSQL databases are made with createdb
+        # PostgreSQL databases are made with createdb, and the line says so (psycopg gives a
+        # failed connection no SQLSTATE: the hint used to be "start it", for any command, and
+        # `engine db upgrade` said "check that the database is up").
+        assert "createdb" in r.stderr, r.stderr
+        r = engine(url, "db", "upgrade")
+        assert_one_line_error(r, "does not exist", "createdb")
+        return
     try:
         r = engine(url, "db", "upgrade")
         assert r.returncode == 0 and "created database" in r.stdout, r.stderr
