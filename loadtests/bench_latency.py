@@ -221,4 +221,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from cli.common import handle_errors  # one line for bad input or a missing database
+
+    handle_errors(main)()

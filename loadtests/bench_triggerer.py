@@ -209,4 +209,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cli.common import handle_errors  # one line for bad input or a missing database
+
+    sys.exit(handle_errors(main)())
