@@ -118,8 +118,7 @@ def handle_errors(fn):
                            f"command's transaction was rolled back; run the command again", err=True)
             elif db.is_missing_database(exc):
                 # (`engine db upgrade` on PostgreSQL: MySQL/MariaDB's is created before it connects.)
-                click.echo(f"error: {_one_line(exc)}; create it (createdb) and run "
-                           f"`engine db upgrade`", err=True)
+                click.echo(f"error: {_one_line(exc)}; {db.CREATE_DATABASE}", err=True)
             elif isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
                 # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) as an
                 # OperationalError too: that is bad input, shown like any other DBAPIError.

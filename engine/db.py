@@ -289,14 +289,17 @@ def run(conn: Connection, name: str, /, *, last_only: bool = False, **params):
     return conn.execute(last, params)
 
 
+# What to do about a missing PostgreSQL database (the engine never creates one there).
+CREATE_DATABASE = "create it (createdb) and run `engine db upgrade`"
+
+
 def describe_connect_error(url: str, exc: Exception) -> EngineError:
     import sqlalchemy as sa
 
     safe = sa.engine.make_url(url).render_as_string(hide_password=True)
     detail = error_message(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if is_missing_database(exc):
-        how = ("`engine db upgrade` creates it on MySQL/MariaDB" if is_mysql_url(url)
-               else "create it (createdb) and run `engine db upgrade`")
+        how = "`engine db upgrade` creates it on MySQL/MariaDB" if is_mysql_url(url) else CREATE_DATABASE
         return EngineError(f"database {safe} does not exist ({detail}); {how}")
     return EngineError(f"database {safe} is unreachable ({detail}); start it or fix ENGINE_DATABASE_URL")
 
