@@ -241,9 +241,15 @@ def completer_loop(url: str, window: Window, seed: int, out, preempt: bool = Fal
         rng.shuffle(running)
         done = [r for r in running if until[(r.ti_id, r.try_number)] <= now]
         for ti in done[: rng.randint(0, len(done))]:
-            with db.connect(eng) as c:
-                db.run(c, "finish_ti", ti_id=ti.ti_id, try_number=ti.try_number, exit_code=0, timed_out=False,
-                       reason=None, now=None)
+            try:
+                with db.connect(eng) as c:
+                    db.run(c, "finish_ti", ti_id=ti.ti_id, try_number=ti.try_number, exit_code=0, timed_out=False,
+                           reason=None, now=None)
+            except sa.exc.DBAPIError as exc:
+                if not transient(exc):
+                    raise
+                deadlocks += deadlock(exc)
+                continue  # as Worker: the report stays unsent and goes again at the next pass
             running.remove(ti)
             finished += 1
         with eng.connect() as c:
