@@ -177,12 +177,15 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # v9 is MySQL's own walk (v4's, with usage from the counters); on PostgreSQL it calls v8.
 # v10 calls v9 on MySQL. v11 is v10 with skip entries (PostgreSQL; here made from a single
 # refused TI: engine.skip_min 1); on MySQL it calls v10. v15 is MySQL's v9 with skip entries
-# (@engine_skip_min 1); on PostgreSQL it calls v14, which calls v11.
+# (@engine_skip_min 1); on PostgreSQL it calls v14, which calls v11. v16 is MySQL's v15 with only
+# the full partitions copied, pages sized by share and read by their order of writing; on
+# PostgreSQL it calls v15.
 @pytest.mark.parametrize("version,page_factor",
                          [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2),
-                          (11, 0), (15, 2), (15, 0)],
+                          (11, 0), (15, 2), (15, 0), (16, 2), (16, 0)],
                          ids=["v4", "v5", "v7", "v6-small-pages", "v8", "v9", "v9-small-pages", "v10",
-                              "v10-small-pages", "v11", "v11-small-pages", "v15", "v15-small-pages"])
+                              "v10-small-pages", "v11", "v11-small-pages", "v15", "v15-small-pages", "v16",
+                              "v16-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
@@ -191,9 +194,9 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
         pytest.skip("MySQL's queue_tis_v8 calls queue_tis_v7 (the v7 case checks that call)")
     if not mysql and version == 9:
         pytest.skip("PostgreSQL's queue_tis_v9 calls queue_tis_v8 (the v8 case checks that call)")
-    if not mysql and version == 15:
-        pytest.skip("PostgreSQL's queue_tis_v15 calls v14, then v11 (the v11 cases check v11; the named query's "
-                    "cases, the chain of calls)")
+    if not mysql and version in (15, 16):
+        pytest.skip(f"PostgreSQL's queue_tis_v{version} calls v{version - 1}, then (v14) v11 (the v11 cases check "
+                    "v11; the named query's cases, the chain of calls)")
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
@@ -307,3 +310,28 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     with eng.connect() as c:
         assert c.execute(sa.text("SELECT dag_id, n FROM used_run WHERE dag_run_id = 1")).one() == ("a", 1)
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
+
+
+@pytest.mark.parametrize("version", [15, 16])
+def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
+    """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
+    (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from
+    its counter, and what R3 takes there is charged, so the next reserving TI of that run finds it
+    full. A refused reserving TI holds its pool's free slots. (On PostgreSQL both versions call
+    v11.)"""
+    w = World(pools={"default_pool": (5, False)}, parallelism={"default": None},
+              dags={"d1": (2, False), "d2": (1, False), "d3": (None, False)},
+              tasks={("d1", "a"): (None, None), ("d2", "a"): (None, None), ("d3", "a"): (None, None)},
+              runs={1: ("d1", "running", 0), 2: ("d2", "running", 0), 3: ("d3", "running", 0)},
+              tis=[TI(1, "d1", 1, "a", 0, "running", 1, "default_pool", 1), TI(2, "d1", 1, "a", 1, "scheduled", 1, "default_pool", 1),
+                   TI(3, "d1", 1, "a", 2, "scheduled", 1, "default_pool", 1), TI(4, "d2", 2, "a", 0, "running", 1, "default_pool", 1),
+                   TI(5, "d2", 2, "a", 1, "scheduled", 1, "default_pool", 1), TI(6, "d1", 1, "a", 3, "scheduled", 1, "default_pool", 1),
+                   TI(7, "d3", 3, "a", 0, "scheduled", 1, "default_pool", 1)],
+              reservations=[Reservation(2, "default_pool", 1, "preemption", 0), Reservation(3, "default_pool", 1, "preemption", 1),
+                            Reservation(5, "default_pool", 1, "preemption", 2)])
+    load_world(eng, w)
+    expected = greedy_v4(w, 8, 0)
+    got = queue(eng, 8, version)
+    # Run 1 has room for one, run 2 is full; 3 and 5 hold the pool's last 2 slots, so 7 waits.
+    assert sorted(got) == sorted(expected) == [2]
+    assert reservations(eng) == [(3, "default_pool", 1, "preemption"), (5, "default_pool", 1, "preemption")]
