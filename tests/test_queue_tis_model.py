@@ -195,8 +195,8 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
     if not mysql and version == 9:
         pytest.skip("PostgreSQL's queue_tis_v9 calls queue_tis_v8 (the v8 case checks that call)")
     if not mysql and version in (15, 16):
-        pytest.skip(f"PostgreSQL's queue_tis_v{version} calls v{version - 1}, then (v14) v11 (the v11 cases check "
-                    "v11; the named query's cases, the chain of calls)")
+        pytest.skip(f"PostgreSQL's queue_tis_v{version} calls v{version - 1}, which ends in v11 (the v11 cases "
+                    "check v11; the named query's cases, the chain of calls)")
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
