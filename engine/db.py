@@ -33,7 +33,7 @@ def _first_start_lock():
     ``pytest -n 2`` on a machine, or two ``engine tick`` from cron on a new host) both run
     ``useradd``; seen once: a test worker failed to start its server, its data folder owned by a
     uid that no longer had a passwd entry. Root's starts wait for each other here (one lock file;
-    a start takes under a second). Other users need no lock: the wheel creates no user for them."""
+    a reused server answers at once, a new one's initdb takes seconds). Other users need no lock: the wheel creates no user for them."""
     if os.name != "posix" or os.geteuid() != 0:
         yield
         return
