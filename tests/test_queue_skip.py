@@ -1,6 +1,6 @@
-"""Skip entries: queue_tis_v11's on PostgreSQL, queue_tis_v16's on MySQL/MariaDB (v15's, with
-only what a call costs changed; docs/critical-section.md, "queue_tis_v11", "queue_tis_v15" and
-"queue_tis_v16").
+"""Skip entries: queue_tis_v11's on PostgreSQL, queue_tis_v17's on MySQL/MariaDB (v15's, with
+only what a call costs changed in v16 and v17; docs/critical-section.md, "queue_tis_v11",
+"queue_tis_v15", "queue_tis_v16" and "queue_tis_v17").
 
 An entry lets a call read a pool past TIs that earlier calls found refused (full partitions, too
 wide) without reading them again. It must never hide a TI the greedy rule would queue: not when a
@@ -29,7 +29,7 @@ from tests.world import T0, load_world, queue
 
 CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
                       "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"],
-        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v16(:max_tis, NULL, :now, :pf)"]}
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v17(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def pg_only(eng):
 
 @pytest.fixture
 def sk(eng):
-    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's, MySQL/MariaDB's v16's."""
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's, MySQL/MariaDB's v17's."""
     return eng
 
 
