@@ -7,7 +7,7 @@ import sys
 import click
 
 from cli.common import Context, Seconds, handle_errors, pass_ctx
-from engine import db, migrate, procedures, retention, validate
+from engine import db, dbtriggers, migrate, procedures, retention, validate
 from engine.errors import EngineError
 from engine.table import table
 
@@ -56,14 +56,16 @@ def db_current(c: Context):
 @pass_ctx
 @handle_errors
 def db_check(c: Context, repair):
-    """List missing, drifted or outdated procedures, and usage counters that differ from a
-    recount; exit 1 if any."""
+    """List missing, drifted or outdated procedures and triggers, and usage counters that differ
+    from a recount; exit 1 if any."""
     eng = c.engine(migrated=False)
     current = migrate.current(eng)
     if current is None:
         raise EngineError("the database has no engine schema yet; run `engine db upgrade`")
     with db.connect(eng) as conn:
         findings = procedures.check(conn)
+        if current == migrate.head():  # (sql/<dialect>/db_triggers.txt describes head's triggers)
+            findings += dbtriggers.check(conn)
     if current >= USAGE_COUNTERS_REVISION:
         findings.append(usage_finding(eng, repair))
     click.echo(table([(f.name, f.status, f.detail) for f in findings], ["object", "status", "detail"]))

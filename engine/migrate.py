@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from engine import db, procedures
+from engine import db, dbtriggers, procedures
 from engine.errors import EngineError
 from engine.paths import MIGRATIONS_DIR
 
@@ -46,7 +46,8 @@ def _alembic(fn, conn, revision: str) -> None:
 
 
 def upgrade(eng, revision: str = "head") -> list[str]:
-    """Migrate to ``revision`` and reinstall drifted or missing objects. Returns repaired names."""
+    """Migrate to ``revision`` and, at head, reinstall drifted or missing objects and make drifted or
+    missing triggers again (engine/dbtriggers.py). Returns the repaired names."""
     if eng.dialect.name == "postgresql":
         db.ensure_database(eng)  # the schema of setting `schema` (MySQL: `engine db upgrade` creates the database)
     from alembic import command
@@ -58,6 +59,7 @@ def upgrade(eng, revision: str = "head") -> list[str]:
     if revision == "head":
         with eng.begin() as conn:
             repaired = procedures.repair(conn)
+            repaired += dbtriggers.repair(conn)  # (after the procedures: a trigger may call one)
         from engine import roles
 
         roles.reapply(eng)  # reinstalled and new procedures get their grants back

@@ -8,7 +8,7 @@ import pglast
 import pytest
 import sqlalchemy as sa
 
-from engine import migrate, procedures
+from engine import dbtriggers, migrate, procedures
 from engine.paths import SQL_DIR
 from tests.helpers import run_sql_file
 
@@ -73,6 +73,42 @@ def test_hand_edit_is_reported_as_drift_and_upgrade_repairs_it(eng):
     assert sorted(migrate.upgrade(eng)) == ["heartbeat_v1", "pool_usage"]
     with eng.begin() as conn:
         assert all(f.status == "ok" for f in procedures.check(conn))
+
+
+def test_a_fresh_upgrade_makes_exactly_the_triggers_db_triggers_txt_lists(eng):
+    # From base, as a new deployment: the migrations alone must make every trigger of the file
+    # (nothing for the repair to do; a stale file would be "repaired" here, and fail).
+    migrate.downgrade(eng, "base")
+    assert migrate.upgrade(eng) == []
+    with eng.begin() as conn:
+        dialect = procedures.dialect_of(conn)
+        assert dbtriggers.actual(conn) == dbtriggers.expected(dialect)
+        assert {(f.name, f.status) for f in dbtriggers.check(conn)} == {
+            (name, "ok") for name in dbtriggers.expected(dialect)}
+
+
+def test_triggers_changed_disabled_dropped_or_added_by_hand_are_reported_and_upgrade_repairs_them(eng, db_url):
+    import subprocess
+    import sys
+
+    run_sql_file(eng, "hand_edit_triggers")
+    if eng.dialect.name == "postgresql":
+        bad = {("usage_ti_update", "drifted"), ("usage_pool", "missing")}
+    else:  # (made again last, usage_ti_update now fires after stamp_scheduled_update: both differ)
+        bad = {("usage_ti_update", "drifted"), ("stamp_scheduled_update", "drifted"), ("usage_pool_delete", "missing")}
+    with eng.begin() as conn:
+        found = {(f.name, f.status) for f in dbtriggers.check(conn) if f.status != "ok"}
+    assert found == bad | {("dba_audit", "unexpected")}
+    r = subprocess.run([sys.executable, "-m", "cli.main", "--database-url", db_url, "db", "check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    lines = {tuple(line.split()[:2]) for line in r.stdout.splitlines()}
+    assert bad | {("dba_audit", "unexpected")} <= lines
+    assert sorted(set(migrate.upgrade(eng)) - {"dba_audit_fn"}) == sorted(name for name, _ in bad)
+    with eng.begin() as conn:  # the DBA's own trigger is never dropped
+        assert [(f.name, f.status) for f in dbtriggers.check(conn) if f.status != "ok"] == [("dba_audit", "unexpected")]
+        assert {n: d for n, d in dbtriggers.actual(conn).items() if n != "dba_audit"} == \
+            dbtriggers.expected(procedures.dialect_of(conn))
 
 
 def test_downgrade_to_base_and_back(eng):
