@@ -64,7 +64,7 @@ def actual(conn) -> dict[str, str]:
 
 def check(conn) -> list[Finding]:
     """One finding per trigger: ok, missing, drifted (its definition differs from the file) or
-    unexpected (a trigger on an engine table that no migration makes; never dropped here)."""
+    unexpected (a trigger in the engine's schema that no migration makes; never dropped here)."""
     dialect = dialect_of(conn)
     want, have = expected(dialect), actual(conn)
     where = f"sql/{dialect}/db_triggers.txt"
@@ -78,7 +78,8 @@ def check(conn) -> list[Finding]:
         else:
             findings.append(Finding(name, "ok", "trigger"))
     for name in sorted(set(have) - set(want)):
-        findings.append(Finding(name, "unexpected", "trigger no migration makes; drop it, or ship it in a revision"))
+        findings.append(Finding(name, "unexpected", "trigger in the engine's schema that no migration makes; drop "
+                                                    "it, or ship it in a revision"))
     return findings
 
 
@@ -86,8 +87,6 @@ def repair(conn) -> list[str]:
     """Make every missing or drifted trigger again as the file defines it; returns their names.
     MySQL keeps no order apart from creation: every trigger of the same table, timing and event
     as a repaired one is made again too, in the file's order."""
-    import sqlalchemy as sa
-
     bad = [f.name for f in check(conn) if f.status in ("missing", "drifted")]
     if not bad:
         return []
@@ -95,19 +94,19 @@ def repair(conn) -> list[str]:
     if dialect_of(conn) == "postgresql":
         for name in bad:
             table = re.search(r" ON (\S+) ", want[name]).group(1)
-            conn.execute(sa.text(f'DROP TRIGGER IF EXISTS "{name}" ON {table}'))
+            # (exec_driver_sql: a body's text goes to the server as it is, colons and all)
+            conn.exec_driver_sql(f'DROP TRIGGER IF EXISTS "{name}" ON {table}')
             definition = want[name]
-            disabled = definition.endswith(" DISABLED")
-            conn.execute(sa.text(definition.removesuffix(" DISABLED")))
-            if disabled:
-                conn.execute(sa.text(f'ALTER TABLE {table} DISABLE TRIGGER "{name}"'))
+            conn.exec_driver_sql(definition.removesuffix(" DISABLED"))
+            if definition.endswith(" DISABLED"):
+                conn.exec_driver_sql(f'ALTER TABLE {table} DISABLE TRIGGER "{name}"')
         return bad
     groups = {_group(want[name]) for name in bad}
     todo = sorted((int(d.split(" ", 1)[0][1:]), name, d) for name, d in want.items() if _group(d) in groups)
     for _, name, _ in todo:
-        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS `{name}`"))
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS `{name}`")
     for _, _, definition in todo:  # in order: each new trigger fires after those made before it
-        conn.execute(sa.text(definition.split(" ", 1)[1]))
+        conn.exec_driver_sql(definition.split(" ", 1)[1])
     return bad
 
 
