@@ -85,8 +85,11 @@ def check(conn) -> list[Finding]:
 
 def repair(conn) -> list[str]:
     """Make every missing or drifted trigger again as the file defines it; returns their names.
-    MySQL keeps no order apart from creation: every trigger of the same table, timing and event
-    as a repaired one is made again too, in the file's order."""
+    PostgreSQL: in the caller's transaction (DDL is transactional there). MySQL keeps no order
+    apart from creation: every trigger of the same table, timing and event as a repaired one is
+    made again too, in the file's order, under LOCK TABLES ... WRITE of their tables. A trigger that
+    was missing or wrong may already have let the usage counters drift: `engine db check` says so
+    and `--repair` appends the corrections."""
     bad = [f.name for f in check(conn) if f.status in ("missing", "drifted")]
     if not bad:
         return []
@@ -103,10 +106,17 @@ def repair(conn) -> list[str]:
         return bad
     groups = {_group(want[name]) for name in bad}
     todo = sorted((int(d.split(" ", 1)[0][1:]), name, d) for name, d in want.items() if _group(d) in groups)
-    for _, name, _ in todo:
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS `{name}`")
-    for _, _, definition in todo:  # in order: each new trigger fires after those made before it
-        conn.exec_driver_sql(definition.split(" ", 1)[1])
+    # Each DDL statement commits on its own: the tables stay write-locked from the first DROP to
+    # the last CREATE, so no row is written while a trigger is missing (its usage would be lost).
+    tables = sorted({table for _, _, table in groups})
+    conn.exec_driver_sql("LOCK TABLES " + ", ".join(f"`{t}` WRITE" for t in tables))
+    try:
+        for _, name, _ in todo:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS `{name}`")
+        for _, _, definition in todo:  # in order: each new trigger fires after those made before it
+            conn.exec_driver_sql(definition.split(" ", 1)[1])
+    finally:
+        conn.exec_driver_sql("UNLOCK TABLES")
     return bad
 
 
