@@ -111,6 +111,56 @@ def test_triggers_changed_disabled_dropped_or_added_by_hand_are_reported_and_upg
             dbtriggers.expected(procedures.dialect_of(conn))
 
 
+def test_a_trigger_repair_keeps_writers_out_while_a_trigger_is_missing(eng):
+    # Between dropping a trigger and making it again, a TI written by a running service would not
+    # be counted. Right after the repair drops each trigger that existed, a second connection
+    # tries to write its table: it must wait (MySQL commits every DDL statement, so the repair
+    # write-locks the tables; PostgreSQL's DROP TRIGGER locks the table to the end of the
+    # transaction).
+    from engine import db
+
+    run_sql_file(eng, "hand_edit_triggers")
+    writes = {"task_instance": "UPDATE task_instance SET state = state WHERE id = -1",
+              "pool": "UPDATE pool SET slots = slots WHERE name = ''"}
+    with eng.begin() as conn:
+        dialect = procedures.dialect_of(conn)
+        existed = set(dbtriggers.actual(conn))
+    table_of = {name: re.search(r" ON (\w+) ", d).group(1) for name, d in dbtriggers.expected(dialect).items()}
+    probed = {}
+
+    def write_from_outside(table):
+        with eng.connect() as other:
+            other.exec_driver_sql("SET lock_timeout = '1s'" if dialect == "postgresql"
+                                  else "SET SESSION lock_wait_timeout = 1")
+            try:
+                other.exec_driver_sql(writes[table])
+                other.commit()
+                return "written"
+            except sa.exc.DBAPIError as exc:
+                other.rollback()
+                return "waited" if db.error_code(exc) in ("55P03", 1205) else repr(exc)
+
+    class Probe:  # the repair's connection, looked at from outside after each DROP TRIGGER
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def exec_driver_sql(self, statement, *args):
+            result = self.conn.exec_driver_sql(statement, *args)
+            m = re.match(r"DROP TRIGGER IF EXISTS [`\"](\w+)[`\"]", statement)
+            if m and m.group(1) in existed:
+                probed[m.group(1)] = write_from_outside(table_of[m.group(1)])
+            return result
+
+    with eng.begin() as conn:
+        assert "usage_ti_update" in dbtriggers.repair(Probe(conn))
+    assert "usage_ti_update" in probed and set(probed.values()) == {"waited"}, probed
+    with eng.begin() as conn:
+        assert [(f.name, f.status) for f in dbtriggers.check(conn) if f.status != "ok"] == [("dba_audit", "unexpected")]
+
+
 def test_downgrade_to_base_and_back(eng):
     migrate.downgrade(eng, "base")
     with eng.begin() as conn:
