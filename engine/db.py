@@ -403,11 +403,43 @@ _NO_DATABASE = re.compile(r'FATAL:\s+database ".*" does not exist')
 def is_missing_database(exc: BaseException) -> bool:
     """True when a connection failed because the URL's database does not exist: MySQL 1049
     ER_BAD_DB_ERROR, PostgreSQL 3D000 invalid_catalog_name, or psycopg's failed connection that
-    says so (it carries no SQLSTATE)."""
+    says so (it carries no SQLSTATE): in English, or else as the server's catalog says (below)."""
     code = error_code(exc)
     if code in (1049, "3D000"):
         return True
-    return code is None and bool(_NO_DATABASE.search(str(getattr(exc, "orig", None) or exc)))
+    if code is not None:
+        return False
+    orig = getattr(exc, "orig", None) or exc
+    return bool(_NO_DATABASE.search(str(orig))) or _pg_database_absent(orig)
+
+
+def _pg_database_absent(err: BaseException) -> bool:
+    """A failed psycopg connection whose server answered in another language (lc_messages): ask
+    the server's catalog, through its maintenance database with the same connection settings,
+    whether the database exists. Only where the message names the database (the server answered
+    about it; a refused or timed-out connection does not), at most a few seconds; any failure of
+    the probe (no access to `postgres` nor `template1`, say) answers False: "unreachable" stays
+    the message then, with the server's own text in it."""
+    pgconn = getattr(err, "pgconn", None)
+    try:
+        opts = {o.keyword.decode(): o.val.decode() for o in pgconn.info if o.val is not None}
+    except Exception:  # not a failed psycopg connection
+        return False
+    name = opts.get("dbname")
+    if not name or name not in str(err):
+        return False
+    import psycopg
+
+    for maintenance in ("postgres", "template1"):
+        if maintenance == name:
+            continue
+        try:
+            with psycopg.connect(**{**opts, "dbname": maintenance, "connect_timeout": "3"}) as c:
+                return c.execute("SELECT NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = %s)",
+                                 (name,)).fetchone()[0]
+        except Exception:
+            continue
+    return False
 
 
 def is_lock_busy(exc: BaseException) -> bool:

@@ -73,6 +73,42 @@ def test_sync_trigger_tick_worker_status(db_url, dags_dir, tmp_path):
     assert "== pools" in r.stdout and "default_pool" in r.stdout
 
 
+def test_missing_postgresql_database_is_told_apart_in_any_language(pg_server, monkeypatch):
+    """psycopg gives a failed connection no SQLSTATE, and the server's line is in its lc_messages'
+    language: where the English text is not there, the server's catalog is asked (through its
+    maintenance database). Here the English pattern is taken away, as on a German server."""
+    import re
+
+    import psycopg
+    import sqlalchemy as sa
+
+    from engine import db
+    from tests.conftest import _url
+
+    conn = dict(host=pg_server.host, port=pg_server.port, user=pg_server.user, password=pg_server.password)
+
+    def failure(name):
+        with pytest.raises(sa.exc.OperationalError) as err:
+            sa.create_engine(_url(conn, name)).connect()
+        return err.value
+
+    missing = failure("engine_no_such_database")
+    admin = psycopg.connect(_url(conn, "postgres").replace("postgresql+psycopg", "postgresql"), autocommit=True)
+    admin.execute("DROP DATABASE IF EXISTS engine_closed_db")
+    admin.execute("CREATE DATABASE engine_closed_db")
+    admin.execute("ALTER DATABASE engine_closed_db ALLOW_CONNECTIONS false")
+    try:
+        closed = failure("engine_closed_db")   # names the database; it exists
+        monkeypatch.setattr(db, "_NO_DATABASE", re.compile(r"(?!)"))
+        assert db.is_missing_database(missing)
+        assert "does not exist" in str(db.describe_connect_error(_url(conn, "engine_no_such_database"), missing))
+        assert not db.is_missing_database(closed)
+        assert "unreachable" in str(db.describe_connect_error(_url(conn, "engine_closed_db"), closed))
+    finally:
+        admin.execute("DROP DATABASE IF EXISTS engine_closed_db")
+        admin.close()
+
+
 def test_missing_database_is_one_line_and_db_upgrade_creates_it_on_mysql(db_url, dialect):
     import sqlalchemy as sa
     missing = sa.engine.make_url(db_url).set(database=sa.engine.make_url(db_url).database + "_missing")
