@@ -167,7 +167,7 @@ def ratio_rows(pg: dict, my: dict) -> list[tuple[str, str, bool | None]]:
             out.append((label, "not run", None))
             continue
         r = b / a if slower_is_bigger else a / b
-        out.append((label, f"{r:.1f}x", r <= 2))
+        out.append((label, f"{r:.2f}x", r <= 2))
     return out
 
 
