@@ -1,6 +1,6 @@
-"""Skip entries: queue_tis_v11's on PostgreSQL, queue_tis_v17's on MySQL/MariaDB (v15's, with
-only what a call costs changed in v16 and v17; docs/critical-section.md, "queue_tis_v11",
-"queue_tis_v15", "queue_tis_v16" and "queue_tis_v17").
+"""Skip entries: queue_tis_v11's on PostgreSQL, queue_tis_v18's on MySQL/MariaDB (v15's, with
+only what a call costs changed in v16 and v17, and v18 taking a new entry's gate before it reads
+the entry's TIs again; docs/critical-section.md, "queue_tis_v11", "queue_tis_v15" to "queue_tis_v18").
 
 An entry lets a call read a pool past TIs that earlier calls found refused (full partitions, too
 wide) without reading them again. It must never hide a TI the greedy rule would queue: not when a
@@ -29,7 +29,7 @@ from tests.world import T0, load_world, queue
 
 CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
                       "SELECT * FROM queue_tis_v11(:max_tis, NULL, :now, :pf)"],
-        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v17(:max_tis, NULL, :now, :pf)"]}
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v18(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def pg_only(eng):
 
 @pytest.fixture
 def sk(eng):
-    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's, MySQL/MariaDB's v17's."""
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's, MySQL/MariaDB's v18's."""
     return eng
 
 
@@ -269,6 +269,71 @@ def test_no_entry_hides_a_ti_whose_writer_was_open_when_it_would_have_been_made(
     assert call_skip(sk, 1, skip_min=32) == [104]
     assert call_skip(sk, 1, skip_min=32) == [101]
     assert list(entries(sk)) == ["p"]   # (made now on MySQL/MariaDB: no writer open)
+
+
+# Refused TIs of run 1 (priority 9, ids from 1,000 on) that make the re-read of a refused head (step
+# 1') last long enough to be seen from another session.
+MANY_REFUSED = {
+    "postgresql": "INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, "
+                  "pool, pool_slots, queue, executor, run_after) SELECT 1000 + g, 1, 'a', 'run1', 't', 1000 + g, "
+                  "'scheduled', 9, 'p', 1, 'default', 'default', :t FROM generate_series(0, :n - 1) g",
+    "mysql": "INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, priority_weight, "
+             "pool, pool_slots, queue, executor, run_after) SELECT 999 + g.i, 1, 'a', 'run1', 't', 999 + g.i, "
+             "'scheduled', 9, 'p', 1, 'default', 'default', :t "
+             "FROM JSON_TABLE(CONCAT('[', REPEAT('0,', :n - 1), '0]'), '$[*]' COLUMNS (i FOR ORDINALITY)) g"}
+IN_REFUSED_HEAD_READ = {  # the statement of step 1', as the server shows it while it runs
+    "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND query LIKE '%queue_tis_v%'",
+    "mysql": "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :pid AND INFO LIKE '%_reg (why%'"}
+
+
+def test_a_writer_that_commits_while_the_call_reads_the_refused_head_is_not_hidden(sk):
+    """A writer moved TI 104 ahead of the refused head (priority 10) and commits while a call is
+    re-reading that head to make an entry of it (MySQL/MariaDB: step 1', seen in PROCESSLIST; the
+    call's page read missed 104), or, on PostgreSQL, whose server shows only the outer statement,
+    at some moment of the call. The entry must not cover 104: PostgreSQL's covers TIs of
+    transactions its snapshot saw committed only; MySQL/MariaDB's gate is taken before the
+    re-read (taken after it, as queue_tis_v15-v17 did, the gate was free again by then, and the
+    entry hid 104, which had no log row: fails with v17). So the next call queues 104 first."""
+    _blocked_head(sk)
+    dialect = db.dialect_dir(sk)
+    with sk.begin() as c:
+        c.execute(sa.text(MANY_REFUSED[dialect]), {"n": 30000, "t": T0})
+    writer = sk.connect()
+    tx = writer.begin()
+    writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    outcome = {}
+
+    def call():
+        with db.connect(sk) as c:
+            outcome["pid"] = c.execute(sa.text("SELECT pg_backend_pid()" if dialect == "postgresql"
+                                               else "SELECT CONNECTION_ID()")).scalar()
+            set_min, stmt = CALL[dialect]
+            c.execute(sa.text(set_min), {"skip_min": 32})
+            outcome["ids"] = [r.ti_id for r in c.execute(sa.text(stmt), {"max_tis": 1, "now": T0, "pf": 2}).all()]
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        # Commit while the call re-reads the refused head, or once it is done if it never does.
+        with sk.connect() as c:
+            deadline = time.monotonic() + 60
+            while caller.is_alive():
+                pid = outcome.get("pid")
+                if pid is not None and c.execute(sa.text(IN_REFUSED_HEAD_READ[dialect]), {"pid": pid}).scalar():
+                    break
+                assert time.monotonic() < deadline
+                c.rollback()
+                time.sleep(0.002)
+        tx.commit()
+    finally:
+        writer.close()
+        caller.join(120)
+    assert not caller.is_alive(), outcome
+    # (PostgreSQL: the commit may land before the call's snapshot, which then sees 104 first.)
+    first = outcome["ids"]
+    assert first == [100] or (dialect == "postgresql" and first == [104]), outcome
+    assert call_skip(sk, 1, skip_min=32) == ([104] if first == [100] else [100])
+    assert call_skip(sk, 1, skip_min=32) == [101]
 
 
 def test_an_entry_of_wide_tis_holds_while_the_pool_has_fewer_free_slots(sk):

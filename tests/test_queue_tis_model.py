@@ -180,13 +180,15 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # (@engine_skip_min 1); on PostgreSQL it calls v14, which calls v11. v16 is MySQL's v15 with only
 # the full partitions copied, pages sized by share and read by their order of writing; on
 # PostgreSQL it calls v15. v17 is MySQL's v16 appending its final UPDATE's usage itself, its
-# scratch tables in Aria on MariaDB; on PostgreSQL it calls v15.
+# scratch tables in Aria on MariaDB; on PostgreSQL it calls v15. v18 is MySQL's v17 taking a new
+# entry's gate before it reads the entry's TIs again; on PostgreSQL it calls v17.
 @pytest.mark.parametrize("version,page_factor",
                          [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2),
-                          (11, 0), (15, 2), (15, 0), (16, 2), (16, 0), (17, 2), (17, 0)],
+                          (11, 0), (15, 2), (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2),
+                          (18, 0)],
                          ids=["v4", "v5", "v7", "v6-small-pages", "v8", "v9", "v9-small-pages", "v10",
                               "v10-small-pages", "v11", "v11-small-pages", "v15", "v15-small-pages", "v16",
-                              "v16-small-pages", "v17", "v17-small-pages"])
+                              "v16-small-pages", "v17", "v17-small-pages", "v18", "v18-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
 def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data):
@@ -195,7 +197,7 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
         pytest.skip("MySQL's queue_tis_v8 calls queue_tis_v7 (the v7 case checks that call)")
     if not mysql and version == 9:
         pytest.skip("PostgreSQL's queue_tis_v9 calls queue_tis_v8 (the v8 case checks that call)")
-    if not mysql and version in (15, 16, 17):
+    if not mysql and version in (15, 16, 17, 18):
         pytest.skip(f"PostgreSQL's queue_tis_v{version} calls v{min(version - 1, 15)}, which ends in v11 (the v11 "
                     "cases check v11; the named query's cases, the chain of calls)")
     if mysql and version in (10, 11):
@@ -313,7 +315,7 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
 
 
-@pytest.mark.parametrize("version", [15, 16, 17])
+@pytest.mark.parametrize("version", [15, 16, 17, 18])
 def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
     """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
     (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from

@@ -7,4 +7,4 @@
 SELECT set_config('engine.aging_rate', CAST(CAST(:aging_rate AS double precision) AS text), true),
        set_config('engine.aging_cap', CAST(CAST(:aging_cap AS int) AS text), true),
        set_config('engine.reserve_after', CAST(CAST(:reserve_after AS double precision) AS text), true);
-SELECT * FROM queue_tis_v17(:max_tis, :job_id, :now)
+SELECT * FROM queue_tis_v18(:max_tis, :job_id, :now)
