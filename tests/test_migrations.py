@@ -8,7 +8,7 @@ import pglast
 import pytest
 import sqlalchemy as sa
 
-from engine import dbtriggers, migrate, procedures
+from engine import db, dbtriggers, migrate, procedures
 from engine.paths import SQL_DIR
 from tests.helpers import run_sql_file
 
@@ -178,6 +178,22 @@ def _recorded_objects_intact(conn) -> None:
     for r in rows:
         assert procedures.db_checksum(conn, dialect, r.name, r.kind) == r.db_checksum, r.name
     assert procedures.installed_routines(conn) == {r.name for r in rows if r.kind != "view"}
+
+
+def test_revision_0035_drops_the_skip_entries_made_before_it_on_mysql(eng):
+    """queue_tis_v15-v17's entries could hide a TI (queue_tis_v18 fixed it): upgrading past 0035
+    leaves MySQL/MariaDB with none, to be made again by v18; PostgreSQL's stay."""
+    migrate.downgrade(eng, "0034")
+    pg = db.dialect_dir(eng) == "postgresql"
+    with eng.begin() as c:
+        c.execute(sa.text(f"INSERT INTO queue_skip (pool, b_pw, b_after, b_map, b_id{', seen_xmin' if pg else ''}) "
+                          f"VALUES ('p', 1, :t, 0, 1{', 0' if pg else ''})"), {"t": dt.datetime(2026, 1, 1)})
+        c.execute(sa.text("INSERT INTO queue_skip_part (pool, kind, dag_run_id) VALUES ('p', 'run', 1)"))
+    migrate.upgrade(eng)
+    with eng.connect() as c:
+        left = (c.execute(sa.text("SELECT count(*) FROM queue_skip")).scalar(),
+                c.execute(sa.text("SELECT count(*) FROM queue_skip_part")).scalar())
+    assert left == ((1, 1) if pg else (0, 0))
 
 
 def test_walk_down_and_up_one_revision_at_a_time(eng):
