@@ -83,9 +83,7 @@ def run_bench(args: list[str]) -> dict:
 
 def measure(url: str, quick: bool) -> dict:
     plan = QUICK if quick else FULL
-    eng = db.make_engine(url)
-    mysql = db.dialect_dir(eng) == "mysql"
-    eng.dispose()
+    mysql = db.is_mysql_url(url)
     lead = "30" if mysql else "20"
     started = os.getloadavg()
     queue = run_bench(["loadtests/bench_queue.py", "--database-url", url, *plan["queue"]])
