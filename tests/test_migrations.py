@@ -196,6 +196,51 @@ def test_revision_0035_drops_the_skip_entries_made_before_it_on_mysql(eng):
     assert left == ((1, 1) if pg else (0, 0))
 
 
+def test_revision_0036_swaps_the_usage_triggers_while_writers_wait(eng):
+    """MySQL/MariaDB: revision 0036 makes task_instance's usage triggers again (and its downgrade
+    puts revision 0033's back) under a write lock of the table, so a TI written meanwhile from
+    another connection is counted: usage_drift stays empty across repeated swaps. (Fails with
+    the LOCK TABLES taken out: the writer's rows land between a DROP and its CREATE.)"""
+    import threading
+
+    with eng.begin() as c:
+        c.execute(sa.text("DELETE FROM task_instance"))
+        c.execute(sa.text("DELETE FROM dag_run"))
+        c.execute(sa.text("INSERT INTO dag (dag_id, fileloc) VALUES ('d', 'x')"))
+        c.execute(sa.text("INSERT INTO dag_run (id, dag_id, run_id, run_type, state, run_after, created_at) VALUES "
+                          "(1, 'd', 'r', 'manual', 'running', '2026-01-01', '2026-01-01')"))
+        c.execute(sa.text("INSERT INTO task_instance (dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                          "priority_weight, pool, pool_slots, queue, executor, run_after) VALUES "
+                          "(1, 'd', 'r', 't', 0, 'running', 1, 'default_pool', 1, 'default', 'default', '2026-01-01')"))
+    stop, writes, errors = threading.Event(), [0], []
+
+    def writer():  # a running TI ends and starts again, each change counted, until told to stop
+        try:
+            with eng.connect() as w:
+                while not stop.is_set():
+                    w.execute(sa.text("UPDATE task_instance SET state = CASE WHEN state = 'running' "
+                                      "THEN 'success' ELSE 'running' END"))
+                    w.commit()
+                    writes[0] += 1
+        except Exception as exc:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        for _ in range(5):
+            migrate.downgrade(eng, "0035")
+            migrate.upgrade(eng, "0036")
+    finally:
+        stop.set()
+        thread.join(60)
+    assert errors == [] and writes[0] > 0
+    migrate.upgrade(eng)
+    with eng.connect() as c:
+        assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []
+        assert [(f.name, f.status) for f in dbtriggers.check(c) if f.status != "ok"] == []
+
+
 def test_walk_down_and_up_one_revision_at_a_time(eng):
     """Each downgrade leaves exactly what its target revision installed (views changed in place
     get their previous text back); each upgrade step likewise; head is clean at the end."""
