@@ -62,6 +62,19 @@ def test_migrated_database_holds_exactly_what_sql_files_describe(eng):
         assert procedures.installed_routines(conn) == _routines(dialect)
 
 
+def test_checksums_read_together_equal_each_read_alone(eng):
+    """procedures.db_checksums (one query per kind: `engine db check`, downgrades) gives each
+    object the checksum db_checksum gives it alone (what install records)."""
+    with eng.begin() as conn:
+        dialect = procedures.dialect_of(conn)
+        held = procedures.db_checksums(conn, dialect)
+        kinds = dict(conn.execute(sa.text("SELECT name, kind FROM procedure_version")).all())
+        assert {name for name, _ in held} == set(kinds) and len(held) == len(kinds)
+        for (name, view), checksum in held.items():
+            assert view == (kinds[name] == "view")
+            assert procedures.db_checksum(conn, dialect, name, kinds[name]) == checksum, name
+
+
 def test_hand_edit_is_reported_as_drift_and_upgrade_repairs_it(eng):
     run_sql_file(eng, "hand_edit_heartbeat")
     with eng.begin() as conn:
@@ -175,8 +188,9 @@ def _recorded_objects_intact(conn) -> None:
     installed that it does not record."""
     dialect = procedures.dialect_of(conn)
     rows = conn.execute(sa.text("SELECT name, kind, db_checksum FROM procedure_version")).all()
+    held = procedures.db_checksums(conn, dialect)
     for r in rows:
-        assert procedures.db_checksum(conn, dialect, r.name, r.kind) == r.db_checksum, r.name
+        assert held.get((r.name, r.kind == "view")) == r.db_checksum, r.name
     assert procedures.installed_routines(conn) == {r.name for r in rows if r.kind != "view"}
 
 
