@@ -39,6 +39,7 @@ from engine.triggers import DateTimeTrigger, TriggerEvent, db_now, first_event, 
 
 log = logging.getLogger("engine.triggerer")
 REPORT_BATCH = 1000  # fired triggers per fire_triggers_v1 call (one transaction)
+REPORT_LANES = 2     # fire_triggers_v1 calls at once while more than one batch waits
 GATHER_DELAY = 0.02  # after a trigger fires, wait this long for others to fire with it,
 GATHER_MAX = 0.1     # and again while more keep firing, up to this long
 
@@ -51,6 +52,16 @@ class Fired:
     refusals: int = 0  # how often the database refused to record this fire
     final: str | None = None  # 'success' / 'failed': the event ends the try (TriggerEvent(final=True))
     event_json: str | None = None  # the event as JSON, when known in advance (time triggers)
+
+
+def _answer(result) -> str:
+    """What one fire_triggers_v1 call's outcome says: "reported" (its states), "refused" (the
+    database raised an error for this batch), "busy" (deadlock, lock wait: try again), "down"."""
+    if isinstance(result, BaseException) and not isinstance(result, Exception):
+        raise result  # (KeyboardInterrupt, SystemExit in a lane's thread: not the database's answer)
+    if not isinstance(result, Exception):
+        return "reported"
+    return "down" if db.is_unreachable(result) else "busy" if db.is_transient(result) else "refused"
 
 
 def _moment(trigger) -> datetime | None:
@@ -120,30 +131,40 @@ class Triggerer:
         return rows, owned
 
     async def report(self, now=None) -> int:
-        """Report every ended trigger, oldest first; keep them while the database is down. When
-        the database refuses a batch, its fires are reported one by one, and a refused one is
-        reported again as an error fire (_refused)."""
-        done, size = 0, REPORT_BATCH
+        """Report every ended trigger, oldest first; keep them while the database is down. Up to
+        REPORT_LANES batches go at once, each its own connection and transaction (their triggers
+        are distinct, and each call locks its rows in id order). When the database refuses a
+        batch, its fires are reported one by one from then on, and a refused one is reported
+        again as an error fire (_refused)."""
+        done, size, lanes = 0, REPORT_BATCH, REPORT_LANES
         while self.fired and self.outage.due():
-            batch = self.fired[:size]
-            try:
-                states = await asyncio.to_thread(self._fire, batch, now)
-            except Exception as exc:  # noqa: BLE001 - whatever the driver raises for this batch
-                if db.is_unreachable(exc) or db.is_transient(exc):
-                    self.outage.failed("reporting fired triggers", exc)
-                    break
-                self.outage.ok()
-                if len(batch) > 1:
-                    size = 1  # find the refused fire: one transaction per fire from here on
-                else:
-                    self._refused(exc)
-                continue
+            if size == 1:
+                lanes = 1  # one by one: the refused fire is the head of `fired`
+            batches = [b for b in (self.fired[i * size:(i + 1) * size] for i in range(lanes)) if b]
+            results = await asyncio.gather(*(asyncio.to_thread(self._fire, b, now) for b in batches),
+                                           return_exceptions=True)
+            kinds = [_answer(r) for r in results]
+            for b, states, k in zip(batches, results, kinds):
+                if k == "reported":
+                    gone = {id(f) for f in b}
+                    self.fired[:] = [f for f in self.fired if id(f) not in gone]
+                    done += len(b)
+                    for f, state in zip(b, states):
+                        log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else
+                                 f"fired ({f.final})" if f.final else "fired", state or "nothing to resume")
+            if "down" in kinds or all(k == "busy" for k in kinds):
+                self.outage.failed("reporting fired triggers",
+                                   next(r for r, k in zip(results, kinds) if k in ("down", "busy")))
+                break
             self.outage.ok()
-            del self.fired[:len(batch)]
-            done += len(batch)
-            for f, state in zip(batch, states):
-                log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else
-                         f"fired ({f.final})" if f.final else "fired", state or "nothing to resume")
+            if "busy" in kinds:
+                lanes = 1  # a deadlock or lock wait beside a lane that went through: on one lane from here
+            for b, r, k in zip(batches, results, kinds):
+                if k == "refused":
+                    if len(b) > 1:
+                        size = 1  # find the refused fire: one transaction per fire from here on
+                    else:
+                        self._refused(r)
         return done
 
     def _refused(self, exc: BaseException) -> None:

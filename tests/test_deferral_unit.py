@@ -162,3 +162,81 @@ def test_trigger_serialization_and_first_event():
     with pytest.raises(ValueError, match="module.path:Class"):
         load_trigger("no_colon", {})
     assert Defer(TimeDeltaTrigger(1), timeout=timedelta(hours=1)).to_json()["timeout"] == 3600.0
+
+
+# ---- the triggerer's report: batches on two lanes (engine/triggerer.py, REPORT_LANES) ------------
+def _lanes_triggerer(monkeypatch, fire):
+    """A Triggerer whose fire_triggers_v1 call is `fire(batch ids) -> states`, called from the
+    lanes' threads; returns it and the list of (ids) batches it was handed."""
+    from engine import triggerer as trig
+
+    t = trig.Triggerer(None, SimpleNamespace(triggerer_capacity=10, heartbeat_interval=5, job_heartbeat_threshold=60,
+                                             resume_priority_boost=0))
+    calls = []
+    monkeypatch.setattr(trig, "REPORT_BATCH", 3)
+    monkeypatch.setattr(t, "_fire", lambda batch, now=None: (calls.append([f.trigger_id for f in batch]),
+                                                             fire([f.trigger_id for f in batch]))[1])
+    t.fired = [trig.Fired(i, {"n": i}, None) for i in range(1, 9)]
+    return t, calls
+
+
+def _db_error(code):
+    import pymysql
+    import sqlalchemy as sa
+
+    return sa.exc.OperationalError("CALL fire_triggers_v1", {}, pymysql.err.OperationalError(code, "x"))
+
+
+def test_report_sends_two_batches_at_once_and_loses_nothing(monkeypatch):
+    import threading
+
+    both = threading.Barrier(2, timeout=30)  # the first two calls meet: they are in flight together
+
+    def fire(ids):
+        if ids[0] in (1, 4):
+            both.wait()
+        return ["queued"] * len(ids)
+
+    t, calls = _lanes_triggerer(monkeypatch, fire)
+    assert asyncio.run(t.report()) == 8
+    assert t.fired == [] and sorted(map(tuple, calls)) == [(1, 2, 3), (4, 5, 6), (7, 8)]
+    assert not t.outage.down
+
+
+def test_report_refused_batch_beside_a_reported_one_finds_the_refused_fire(monkeypatch):
+    """Lane 1 refused (trigger 5 is poison), lane 0 reported: the refused batch goes one fire at
+    a time on one lane, trigger 5 becomes an error fire, every other one is reported once."""
+    reported = []
+
+    def fire(ids):
+        if 5 in ids and not t.fired[0].error:
+            raise ValueError("poison")
+        reported.extend(ids)
+        return ["queued"] * len(ids)
+
+    t, calls = _lanes_triggerer(monkeypatch, fire)
+    assert asyncio.run(t.report()) == 8
+    assert t.fired == [] and sorted(reported) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert calls[2:] == [[4], [5], [5], [6], [7], [8]]  # one at a time after the refusal; 5 again as an error
+
+
+def test_report_deadlock_on_one_lane_retries_on_one_lane_without_an_outage(monkeypatch):
+    failed = []
+
+    def fire(ids):
+        if 4 in ids and not failed:
+            failed.append(ids)
+            raise _db_error(1213)  # a deadlock: try again
+        return ["queued"] * len(ids)
+
+    t, calls = _lanes_triggerer(monkeypatch, fire)
+    assert asyncio.run(t.report()) == 8
+    assert t.fired == [] and not t.outage.down
+    assert calls[2:] == [[4, 5, 6], [7, 8]]  # after the deadlock: one lane, in order
+
+
+def test_report_database_down_keeps_every_fire(monkeypatch):
+    t, calls = _lanes_triggerer(monkeypatch, lambda ids: (_ for _ in ()).throw(_db_error(2003)))
+    before = list(t.fired)
+    assert asyncio.run(t.report()) == 0
+    assert t.fired == before and t.outage.down and len(calls) == 2
