@@ -322,3 +322,42 @@ def test_idle_triggerer_without_notifications_backs_off_to_listen_poll_interval(
     monkeypatch.setattr(asyncio, "wait_for", wait_for)
     asyncio.run(Triggerer(eng, cfg).loop(max_passes=6))                # six idle passes
     assert waits == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4]
+
+
+def test_fires_reported_on_two_lanes_move_each_ti_once_and_keep_the_counters(eng, cfg, tmp_path, monkeypatch):
+    """Batches of 4 on two lanes against the real database: resumes (an include_deferred pool and
+    one without), error fires and final events of one run's tries, interleaved so that both lanes
+    end tries of the same run at once. Every TI leaves `deferred` exactly once, as its fire says,
+    nothing stays unreported, and the usage counters equal the recount."""
+    from engine import triggerer as trig_mod
+
+    monkeypatch.setattr(trig_mod, "REPORT_BATCH", 4)
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('kept', 40, :t), ('free', 40, :f)",
+        t=True, f=False)
+    (tmp_path / "dags").mkdir()
+    sync_source(eng, tmp_path / "dags", """
+    with DAG("d", max_active_tasks=None):
+        for i in range(24):
+            PythonTask(f"t{i:02d}", python_callable="x:y", pool="kept" if i % 2 else "free", retries=0)
+""")
+    trigger(eng, "d")
+    tick(eng, cfg)
+    tis = sorted(claim(eng), key=lambda ti: ti.task_id)
+    assert len(tis) == 24
+    for ti in tis:
+        defer(eng, ti)
+    ids = {r.task_id: r.trigger_id for r in sql(eng, "SELECT task_id, trigger_id FROM task_instance")}
+    trig = Triggerer(eng, cfg)
+    expect = {}
+    for i, ti in enumerate(tis):  # by task: resume, error, final success, final failed, in turn
+        kind = i % 4
+        trig.fired.append(trig_mod.Fired(ids[ti.task_id], {"n": i} if kind != 1 else None,
+                                         "boom" if kind == 1 else None,
+                                         final={2: "success", 3: "failed"}.get(kind)))
+        expect[ti.task_id] = (("queued" if i % 2 else "scheduled"), "failed", "success", "failed")[kind]
+
+    assert asyncio.run(trig.report()) == 24
+    assert trig.fired == [] and not trig.outage.down
+    assert dict(sql(eng, "SELECT task_id, state FROM task_instance")) == expect
+    assert sql(eng, f"SELECT count(*) FROM {quoted(eng, 'trigger')} WHERE fired_at IS NULL") == [(0,)]
+    assert sql(eng, "SELECT * FROM usage_drift") == []
