@@ -273,14 +273,26 @@ def _start(task: dict, close: tuple) -> int | None:
         return _spawn(list(task["argv"]), env, close)
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    # The forked child starts with the supervisor's handlers: a SIGTERM forwarded to it before it
+    # resets them would only set a flag in its copy of the supervisor, and the task would run on.
+    # So the handled signals stay blocked across the fork until the child has put back the
+    # defaults; one that came meanwhile is delivered then, and ends the task as it should.
+    handled = {signal.SIGTERM, signal.SIGCHLD, KILL_NOW}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, handled)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        raise
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return pid
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGTERM, signal.SIGCHLD, KILL_NOW):
+        for sig in handled:
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for fd in close:
             if fd is not None:
                 os.close(fd)

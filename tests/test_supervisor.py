@@ -176,6 +176,39 @@ def test_python_runner_runs_in_a_forked_child_with_the_tasks_env(tmp_path):
     assert "hello 1 t None" in (tmp_path / "log").read_text()
 
 
+# The supervisor forwards SIGTERM to a PythonTask child that may not have put back the default
+# handlers yet (it is forked with the supervisor's): sent the instant _start returns, it must
+# still end the task. Each round in a fresh small interpreter, with the supervisor's handlers.
+EARLY_TERM = r"""
+import os, signal, sys, time
+from engine import supervisor
+signal.signal(signal.SIGTERM, lambda *a: None)
+signal.signal(supervisor.KILL_NOW, lambda *a: None)
+task = {"runner": {"callable": "mod:slow", "dag_folder": sys.argv[1]}, "env": {}}
+for _ in range(20):
+    pid = supervisor._start(task, (None,))
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < end:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit("lost: the task ran on after SIGTERM")
+    else:
+        print(os.waitstatus_to_exitcode(done[1]), flush=True)
+"""
+
+
+def test_sigterm_the_instant_a_python_task_is_forked_ends_it(tmp_path):
+    (tmp_path / "mod.py").write_text("import time\ndef slow():\n    time.sleep(300)\n")
+    root = str(Path(supervisor.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", EARLY_TERM, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, cwd=root)
+    assert out.returncode == 0, out.stderr  # none lost to the inherited handler
+    assert out.stdout.split() == [str(-signal.SIGTERM)] * 20  # each ended by it
+
+
 def test_start_child_runs_the_try_under_a_supervisor(tmp_path):
     row = {"ti_id": 1, "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "try_number": 1,
            "kind": "bash", "bash_command": f"sleep 300 & echo $! > {tmp_path}/bg.pid; echo $PPID > {tmp_path}/sup.pid",
