@@ -59,6 +59,8 @@ TRUNCATE task_instance, task_instance_history, dag_run, task_dependency, task, d
 -- every fold of the next workload, a previous drain's hundreds of thousands included. MySQL's
 -- set-up truncates them too.)
 TRUNCATE usage_delta, used_pool, used_run, used_task, used_task_run, used_executor;
+-- (The skip entries too: they name pools by name, and a previous workload's would outlive its TIs.)
+TRUNCATE queue_skip, queue_skip_part;
 INSERT INTO executor (name, parallelism) VALUES ('default', 2000);
 INSERT INTO pool (name, slots, include_deferred)
 SELECT 'pool' || g, 40 + 10 * mod(g, 5), mod(g, 4) = 0 FROM generate_series(0, {pools} - 1) g;
@@ -87,7 +89,7 @@ ANALYZE;
 # The same world on MySQL/MariaDB: no generate_series (a JSON_TABLE over an n-element array,
 # {seq_x} below, numbers g from 0), no TRUNCATE ... CASCADE (foreign key checks off meanwhile;
 # TRUNCATE restarts AUTO_INCREMENT; it runs no trigger, so the usage counters are emptied with
-# the TIs), CRC32 for hashtext, DIV for integer division.
+# the TIs, and the skip entries with their log), CRC32 for hashtext, DIV for integer division.
 MYSQL_SETUP = """
 SET FOREIGN_KEY_CHECKS = 0;
 TRUNCATE task_instance;
@@ -104,6 +106,9 @@ TRUNCATE used_run;
 TRUNCATE used_task;
 TRUNCATE used_task_run;
 TRUNCATE used_executor;
+TRUNCATE queue_skip;
+TRUNCATE queue_skip_part;
+TRUNCATE queue_skip_log;
 SET FOREIGN_KEY_CHECKS = 1;
 INSERT INTO executor (name, parallelism) VALUES ('default', 2000);
 INSERT INTO pool (name, slots, include_deferred)
