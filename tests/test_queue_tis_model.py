@@ -184,9 +184,7 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # entry's gate before it reads the entry's TIs again; on PostgreSQL it calls v17.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0)]
-V4_IDS = ["v4", "v5", "v7", "v6-small-pages", "v8", "v9", "v9-small-pages", "v10", "v10-small-pages", "v11",
-          "v11-small-pages", "v15", "v15-small-pages", "v16", "v16-small-pages", "v17", "v17-small-pages", "v18",
-          "v18-small-pages"]
+V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
 # The version whose own statements decide behind the named query (PostgreSQL's v18 calls v17, v15,
 # v14 and then v11's walk): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
