@@ -21,7 +21,8 @@ stdin, stdout and stderr appended to the task log). `supervise()` then:
   supervisor exits;
 - on SIGTERM from the worker (execution_timeout, shutdown) forwards SIGTERM to every process
   of the tree; on KILL_NOW (SIGUSR1, sent by the worker when its grace period is over) kills
-  the tree with SIGKILL.
+  the tree with SIGKILL. (A PythonTask child forked a moment before gets it too: the handled
+  signals stay blocked across the fork until the child has put back the default handlers.)
 
 A try is therefore never retried while processes of the old try run: when the worker dies the
 tree is gone within milliseconds, and reset_orphans_v1 retries the try only after the
