@@ -144,14 +144,16 @@ class Triggerer:
             results = await asyncio.gather(*(asyncio.to_thread(self._fire, b, now) for b in batches),
                                            return_exceptions=True)
             kinds = [_answer(r) for r in results]
+            gone = set()
             for b, states, k in zip(batches, results, kinds):
                 if k == "reported":
-                    gone = {id(f) for f in b}
-                    self.fired[:] = [f for f in self.fired if id(f) not in gone]
+                    gone.update(id(f) for f in b)
                     done += len(b)
                     for f, state in zip(b, states):
                         log.info("trigger %s %s -> %s", f.trigger_id, "failed: " + f.error if f.error else
                                  f"fired ({f.final})" if f.final else "fired", state or "nothing to resume")
+            if gone:
+                self.fired[:] = [f for f in self.fired if id(f) not in gone]
             if "down" in kinds or all(k == "busy" for k in kinds):
                 self.outage.failed("reporting fired triggers",
                                    next(r for r, k in zip(results, kinds) if k in ("down", "busy")))
