@@ -113,6 +113,7 @@ def figures(m: dict) -> dict:
     for n in ("100000", "1000000"):
         f[f"drain_{n}_tps"] = lat("sizes", n, "drain", "tis_per_s_in_queue_tis")
         f[f"drain_{n}_p50"] = lat("sizes", n, "drain", "p50_ms")
+        f[f"drain_{n}_body"] = lat("sizes", n, "drain", "tis_per_s_full_calls")
     f["surge_s"] = lat("surge", "drain", "seconds")
     f["surge_p50"] = lat("surge", "drain", "p50_ms")
     runs = (m.get("triggers") or {}).get("runs") or []
@@ -140,7 +141,11 @@ def verdicts(f: dict, full: bool) -> list[tuple[str, str, bool | None]]:
          "not run" if b500 is None else f"{b500:,} ms ({b500 / b5:.1f}x; p99 {fmt(f['blocked_500000_p99'])})",
          ok(lambda: b500 <= 2 * b5, b500, b5)),
         ("3. drain 100k at 512: >= 20,000 TIs/s, p50 <= 25 ms",
-         "not run" if d100 is None else f"{d100:,} TIs/s, p50 {p100} ms", ok(lambda: d100 >= 20000 and p100 <= 25, d100, p100)),
+         # (The body beside it: a world drained to its end within --drain-seconds ends in calls that
+         # queue fewer than 512, which the judged figure counts; a slower database may not get there.)
+         "not run" if d100 is None else f"{d100:,} TIs/s, p50 {p100} ms"
+         + (f" ({f['drain_100000_body']:,}/s in the calls that queued 512)" if f.get("drain_100000_body") else ""),
+         ok(lambda: d100 >= 20000 and p100 <= 25, d100, p100)),
         ("3. drain 1M within 2x of 100k (TIs/s)",
          "not run" if d1m is None else f"{d1m:,} TIs/s ({d100 / d1m:.1f}x slower)", ok(lambda: d100 / d1m <= 2, d1m, d100)),
         (f"5. {f['fire_n'] or 10000:,} time triggers due at once: fire to queued p99 <= 1 s",

@@ -32,6 +32,11 @@ def test_each_threshold_met_and_missed():
     # throughput met but its p50 not: target 3 is both
     slow = targets.figures(result("postgresql", 3, 5, 10, 25000, 25.1, 20000, 10))
     assert met(targets.verdicts(slow, full=True))[3] is False
+    # the drain's body (calls that queued 512) is shown beside the judged figure, not judged
+    body = result("postgresql", 3, 5, 10, 19000, 25, 10000, 1000)
+    body["queue"]["sizes"]["100000"]["drain"]["tis_per_s_full_calls"] = 21000
+    rows = targets.verdicts(targets.figures(body), full=True)
+    assert rows[3][1] == "19,000 TIs/s, p50 25 ms (21,000/s in the calls that queued 512)" and rows[3][2] is False
 
 
 def test_fewer_triggers_or_missing_worlds_judge_nothing():
