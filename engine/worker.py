@@ -388,7 +388,7 @@ class Worker:
 
     def _report_batch(self, conn, batch: list[Outcome], now=None) -> list[str | None]:
         """Report several outcomes on conn: every plain finish (with or without a result) in one
-        finish_tis call (finish_tis_v2: one statement and one NOTIFY, fenced per try), releases
+        finish_tis call (finish_tis_v3: set-based, fenced per try; one NOTIFY on PostgreSQL), releases
         and deferrals one call each. The new states, in batch order."""
         plain = [o for o in batch if not o.release and o.defer is None]
         states = {}

@@ -3,6 +3,7 @@
 
     python loadtests/bench_lifecycle.py [--dialect postgresql|mysql] [--database-url URL]
                                         [--runs 500] [--tasks 20] [--workers 4] [--claim 64] [--per-ti]
+                                        [--procedure-versions 'finish_tis=2']
 
 A fresh database (`bench_lifecycle` on the local server of the dialect unless --database-url
 names one: that database is DROPPED and re-created) gets one DAG of --tasks independent no-op
@@ -34,7 +35,7 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from engine import db, migrate  # noqa: E402
+from engine import calls, db, migrate  # noqa: E402
 from engine.scheduler import queue_knobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,11 +70,14 @@ def main() -> None:
     ap.add_argument("--claim", type=int, default=64)
     ap.add_argument("--per-ti", action="store_true", help="report each TI with its own finish_ti call (as before "
                     "finish_tis_v1), all of one claim's in one transaction")
+    ap.add_argument("--procedure-versions", default="", help="pin versions as the setting procedure_versions "
+                    "does, e.g. 'finish_tis=2' (default: the newest installed)")
     args = ap.parse_args()
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
     eng = db.make_engine(url, pool_size=args.workers + 4)
     migrate.upgrade(eng)
+    eng = calls.pin(eng, args.procedure_versions)
     setup(eng, args.tasks)
     total = args.runs * args.tasks
     spent: dict[str, list[float]] = defaultdict(list)

@@ -1,4 +1,4 @@
-"""finish_tis (the named statement; finish_tis_v2, and v1 pinned) on both dialects: many tries'
+"""finish_tis (the named statement; finish_tis_v3, and v1 pinned) on both dialects: many tries'
 outcomes in one call, each ending its try exactly as finish_ti_v3 would (states, retries, history,
 results), fenced per try: a late or duplicate report in a batch never changes a newer try."""
 from __future__ import annotations
@@ -118,10 +118,10 @@ def test_a_batch_wakes_the_scheduler_once_it_commits(eng, cfg, tmp_path, dialect
         listener.close()
 
 
-# finish_tis_v2 (PostgreSQL: the whole batch in a few statements) against finish_tis_v1 (one
-# finish_ti_v3 call per element): the same random world and batch, each applied in a transaction
-# that is rolled back, must leave the same rows, TIs, history and results. (On MySQL/MariaDB v2
-# calls v1; the test runs there too, as a check of the wrapper.)
+# The named query's version (finish_tis_v3: the whole batch in a fixed number of statements; on
+# PostgreSQL it calls v2, which does that there) against finish_tis_v1 (one finish_ti_v3 call per
+# element): the same random world and batch, each applied in a transaction that is rolled back,
+# must leave the same rows, TIs, history and results.
 PROPS = ["ok", "p1", "p2", "p3", "p4", "p5"]
 STATES = ["running"] * 4 + ["queued", "success", "up_for_retry"]
 DELAYS = [0, 5, 1e20]  # and, on PostgreSQL, NaN and infinity (finish_ti_v3 clamps them)
@@ -152,7 +152,7 @@ def v1_eng(eng):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_v2_decides_every_batch_as_v1_does(eng, v1_eng, props, dialect, data):
+def test_the_named_version_decides_every_batch_as_v1_does(eng, v1_eng, props, dialect, data):
     delays = DELAYS + ([float("nan"), float("inf")] if dialect == "postgresql" else [])
     world = data.draw(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 3), st.integers(0, 3),
                                          st.sampled_from(delays), st.booleans(), st.sampled_from([None, 7, 1e9]),
