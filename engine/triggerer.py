@@ -1,10 +1,10 @@
 """The triggerer service (`engine triggerer`): runs the triggers of deferred TIs as asyncio tasks,
 thousands at once in one process (time triggers as entries of one heap that one clock task
-fires, see _clock), and reports each event or error through fire_triggers_v1.
+fires, see _clock), and reports each event or error through fire_triggers (fire_triggers_v2).
 The database decides what a fired trigger means (queued with its slot, scheduled with a
 priority boost, or a failed try); this module only runs triggers (docs/deferral.md).
 
-One pass, `run_once()`: report what fired (fire_triggers_v1, in batches), heartbeat, then
+One pass, `run_once()`: report what fired (fire_triggers, in batches), heartbeat, then
 claim_triggers_v1 (which also fails timed-out triggers and takes over the triggers of dead
 triggerers), start what was claimed and cancel what this job no longer owns (fired elsewhere,
 e.g. by `engine events send`, or taken over while this process stalled). `loop()` repeats it
@@ -38,8 +38,8 @@ from engine.taskvalues import check_event, error_text, one_line, result_text
 from engine.triggers import DateTimeTrigger, TriggerEvent, db_now, first_event, load_trigger, set_clock_offset
 
 log = logging.getLogger("engine.triggerer")
-REPORT_BATCH = 1000  # fired triggers per fire_triggers_v1 call (one transaction)
-REPORT_LANES = 2     # fire_triggers_v1 calls at once while more than one batch waits
+REPORT_BATCH = 1000  # fired triggers per fire_triggers call (one transaction)
+REPORT_LANES = 2     # fire_triggers calls at once while more than one batch waits
 GATHER_DELAY = 0.02  # after a trigger fires, wait this long for others to fire with it,
 GATHER_MAX = 0.1     # and again while more keep firing, up to this long
 
@@ -55,7 +55,7 @@ class Fired:
 
 
 def _answer(result) -> str:
-    """What one fire_triggers_v1 call's outcome says: "reported" (its states), "refused" (the
+    """What one fire_triggers call's outcome says: "reported" (its states), "refused" (the
     database raised an error for this batch), "busy" (deadlock, lock wait: try again), "down"."""
     if isinstance(result, BaseException) and not isinstance(result, Exception):
         raise result  # (KeyboardInterrupt, SystemExit in a lane's thread: not the database's answer)
@@ -106,7 +106,7 @@ class Triggerer:
         return result
 
     def _fire(self, batch: list[Fired], now=None) -> list:
-        """Report a batch in one fire_triggers_v1 call (sorted by trigger id: the procedure locks
+        """Report a batch in one fire_triggers call (sorted by trigger id: the procedure locks
         in that order); the TIs' new states, in batch order."""
         ordered = sorted({f.trigger_id: f for f in batch}.values(), key=lambda f: f.trigger_id)
         with db.connect(self.eng) as conn:

@@ -62,7 +62,7 @@ class TriggerEvent:
     ``TriggerEvent(payload)`` is the same as returning ``payload``: the TI resumes in its
     Defer's method with ``payload`` as the event. ``TriggerEvent(payload, final=True)`` ends
     the try without a worker: it succeeds with ``payload`` as its result (None: no result), or
-    fails with ``failed=True`` (retried if retries remain), through fire_triggers_v1.
+    fails with ``failed=True`` (retried if retries remain), through fire_triggers (fire_triggers_v2).
     """
 
     __slots__ = ("payload", "final", "failed")

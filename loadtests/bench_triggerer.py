@@ -4,14 +4,14 @@
 
 N running TIs defer (through defer_ti_v2, as workers report it) to DateTimeTriggers whose moments
 are spread evenly over `spread` seconds, starting `lead` seconds after set-up ends (by the database
-clock); their pool has include_deferred, so fire_triggers_v1 queues each one at once. One real
+clock); their pool has include_deferred, so fire_triggers (v2) queues each one at once. One real
 `engine triggerer` process claims them all, holds them as asyncio tasks and fires them. It measures
   * fire-to-queued latency per TI: task_instance.queued_at - the trigger's moment (both by the
     database clock): p50, p90, p99, max;
   * how long the triggerer took to claim all N, and its memory: RSS while it holds all N
     triggers, and its peak RSS (VmHWM) at the end.
 `--spread 0` fires all N at the same instant (the worst case): the triggerer reports them in
-batches (fire_triggers_v1, up to 1,000 triggers per call). The machine's load average is printed
+batches (fire_triggers, up to 1,000 triggers per call). The machine's load average is printed
 beside the figures (the machine may be shared). Writes
 loadtests/results/bench_triggerer.json (bench_triggerer_mysql.json on MySQL/MariaDB). Without
 --database-url it uses a throw-away embedded PostgreSQL; its engine tables are emptied otherwise.

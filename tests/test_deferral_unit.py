@@ -166,7 +166,7 @@ def test_trigger_serialization_and_first_event():
 
 # ---- the triggerer's report: batches on two lanes (engine/triggerer.py, REPORT_LANES) ------------
 def _lanes_triggerer(monkeypatch, fire):
-    """A Triggerer whose fire_triggers_v1 call is `fire(batch ids) -> states`, called from the
+    """A Triggerer whose fire_triggers call is `fire(batch ids) -> states`, called from the
     lanes' threads; returns it and the list of (ids) batches it was handed."""
     from engine import triggerer as trig
 

@@ -1,5 +1,5 @@
 """Results (finish_ti_v3, task_results, `.output`), mapping over results (schedule_tis_v3),
-final trigger events and batched firing (fire_triggers_v1), on both dialects: at the procedure
+final trigger events and batched firing (fire_triggers_v1, v2), on both dialects: at the procedure
 level, and end to end with a real worker (the scenario of issue 13, a trigger finishing its task
 with a result that a mapped downstream task expands over, is in tests/test_seed_scenarios.py)."""
 from __future__ import annotations

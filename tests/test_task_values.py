@@ -273,7 +273,7 @@ def test_bad_trigger_values_fail_their_try_and_the_triggerer_goes_on(eng, cfg, t
 
 
 def test_a_refused_fire_is_reported_again_as_an_error_fire(eng, cfg, tmp_path, monkeypatch):
-    """Without the event check, NaN reaches the database. fire_triggers_v1 fails that try itself
+    """Without the event check, NaN reaches the database. fire_triggers fails that try itself
     (the event is not plain JSON); a database that refuses the whole batch instead (as one of
     an older release could) gets the fires one by one, and the refused one as an error. The
     refusal is forced here: a statement before the call raises when an event holds NaN."""
