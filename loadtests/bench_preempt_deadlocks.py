@@ -1,5 +1,6 @@
 """Deadlocks between preempt and workers' heartbeats: tests/race.py with preemption on, the
-schedulers pinned to preempt_v1, then calling preempt_v2, back to back, --rounds times each.
+schedulers pinned to each version of --versions in turn (default 1,2,3; the last one the named
+query calls), back to back, --rounds times each.
 Prints per round the deadlocks the server broke (error 1213 / 40P01, in schedulers' preempt
 calls and workers' heartbeats), the preemptions and the tries claimed, with the load average.
 
@@ -27,12 +28,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--schedulers", type=int, default=4)
     ap.add_argument("--completers", type=int, default=3)
+    ap.add_argument("--versions", default="1,2,3", help="comma-separated preempt versions to race in turn")
     args = ap.parse_args()
     eng = db.make_engine(args.database_url)
     migrate.upgrade(eng)
     broken = False
     for n in range(args.rounds):
-        for label, pins in (("preempt_v1", "preempt=1"), ("preempt_v2", "")):
+        for v in [int(x) for x in args.versions.split(",")]:
+            label, pins = f"preempt_v{v}", f"preempt={v}"
             setup_world(eng, n_tis=400, preempt=True)
             r = race(args.database_url, args.seconds, args.schedulers, args.completers, preempt=True, pins=pins)
             broken |= bool(r["violations"]) or r["claimed"] != r["distinct_claimed"] or r["exit_codes"] != \

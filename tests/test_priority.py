@@ -13,7 +13,7 @@ from engine import db
 from engine.config import load_config
 from engine.scheduler import Scheduler, queue_knobs
 from engine.worker import Worker
-from tests.helpers import alive, sql, sync_source, trigger, until
+from tests.helpers import alive, claim, sql, sync_source, tick, trigger, until
 from tests.race import race, setup_world
 from tests.reference import TI, Reservation, World
 from tests.stack import stack  # noqa: F401 - the fixture
@@ -202,6 +202,68 @@ def test_racing_schedulers_with_preemption_keep_every_limit_and_run_no_try_twice
         # every preempted try went back through heartbeat_v3 or still holds its place
         assert c.execute(sa.text("SELECT count(*) FROM state_change WHERE action = 'preempt'")).scalar() \
             == result["preempted"]
+
+
+VICTIMS = """
+from engine import DAG, BashTask
+with DAG("low", is_paused_upon_creation=False, max_active_tasks=None):
+    for i in range(2):
+        BashTask(f"l{i}", pool="gpu", priority_weight=1, preemptible=True, bash_command="true")
+with DAG("high", is_paused_upon_creation=False):
+    BashTask("h", pool="gpu", priority_weight=100, bash_command="true")
+"""
+
+
+def _preempt(eng, conn=None):
+    def call(c):
+        return [tuple(r) for r in db.run(c, "preempt", now=None, cooldown=0, max_per_pass=10, min_runtime=0).all()]
+    if conn is not None:
+        return call(conn)
+    with db.connect(eng) as c:
+        return call(c)
+
+
+def test_preempt_does_not_wait_for_a_victim_a_heartbeat_holds(eng, cfg, tmp_path, dialect):
+    """MySQL/MariaDB (preempt_v3): a worker's heartbeat holds its running TIs' rows until it
+    commits; preempt takes its victims' locks without waiting (SKIP LOCKED), so a held victim
+    ends the pass with nothing moved (preempt_v2 waited, and could close a lock cycle with the
+    heartbeat), and the next pass preempts once the heartbeat has committed."""
+    if dialect == "postgresql":
+        pytest.skip("PostgreSQL's preempt waits for its victims' row locks, taken in id order (preempt_v1)")
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('gpu', 2, false)")
+    sync_source(eng, tmp_path / "dags", VICTIMS)
+    trigger(eng, "low", "r1")
+    tick(eng, cfg)
+    with db.connect(eng) as c:
+        job = db.run(c, "register_job", kind="worker", hostname="w", pid=1).scalar_one()
+    low = claim(eng)
+    assert len(low) == 2
+    sql(eng, "UPDATE task_instance SET worker_job_id = :j WHERE dag_id = 'low'", j=job)
+    trigger(eng, "high", "r1")
+    tick(eng, cfg)
+    assert state(eng, "high") == "scheduled"  # the pool is full and preemption is still off
+    sql(eng, "UPDATE pool SET preempt_margin = 10 WHERE name = 'gpu'")
+
+    hb = eng.connect()  # the heartbeat's statement (heartbeat_v3), not committed yet
+    tx = hb.begin()
+    hb.execute(sa.text("UPDATE task_instance SET last_heartbeat_at = last_heartbeat_at "
+                       "WHERE worker_job_id = :j AND state = 'running'"), {"j": job})
+    try:
+        with eng.connect() as c:
+            c.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 5"))
+            c.commit()
+            with c.begin():
+                assert _preempt(eng, c) == []  # no wait: the pass ends, nothing moved
+        assert sql(eng, "SELECT count(*) FROM pool_reservation")[0][0] == 0
+        assert sorted(r.state for r in sql(eng, "SELECT state FROM task_instance WHERE dag_id = 'low'")) \
+            == ["running", "running"]
+    finally:
+        tx.commit()
+        hb.close()
+    moved = _preempt(eng)  # the heartbeat has committed: the next pass preempts one victim
+    high = ti(eng, "high")
+    assert len(moved) == 1 and moved[0][1] == high.id
+    assert sql(eng, "SELECT reason FROM pool_reservation WHERE ti_id = :i", i=high.id)[0][0] == "preemption"
 
 
 # --- wide TIs and aging: the queue_tis named query on worlds written directly ----------------

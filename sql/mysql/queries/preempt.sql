@@ -1,1 +1,1 @@
-CALL preempt_v2(:now, :cooldown, :max_per_pass, :min_runtime)
+CALL preempt_v3(:now, :cooldown, :max_per_pass, :min_runtime)

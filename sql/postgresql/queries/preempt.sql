@@ -1,1 +1,1 @@
-SELECT * FROM preempt_v2(:now, :cooldown, :max_per_pass, :min_runtime)
+SELECT * FROM preempt_v3(:now, :cooldown, :max_per_pass, :min_runtime)
