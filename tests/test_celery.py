@@ -14,7 +14,7 @@ import pytest
 
 from engine.dagsync import sync
 from tests.brokers import broker_or_skip, celery_env, delete_queues
-from tests.cluster import REPO, Cluster, check_invariants, violations
+from tests.cluster import CALM, REPO, Cluster, check_invariants, violations
 from tests.helpers import sql, trigger
 from tests.test_chaos import wait_for
 
@@ -78,7 +78,7 @@ def test_mixed_executors_and_cancel_on_celery(eng, db_url, dialect, tmp_path):
     (dags / "helpers_mod.py").write_text(HELPERS)
     sync(eng, dags)
     trigger(eng, "mixed", "r1")
-    cluster = Cluster(db_url, tmp_path, env=celery_env(broker, url))
+    cluster = Cluster(db_url, tmp_path, env={**celery_env(broker, url), **CALM})
     try:
         cluster.start("scheduler")
         cluster.start("worker")

@@ -185,10 +185,13 @@ def test_a_held_lock_makes_engine_tick_skip_the_step_and_say_busy(eng, db_url, t
 def test_worker_sigterm_waits_then_hands_back_what_still_runs(eng, db_url, tmp_path):
     dags = tmp_path / "dags"
     dags.mkdir()
+    started, go = tmp_path / "quick-started", tmp_path / "quick-go"
+    # quick runs until the test lets it go, just after the SIGTERM: it ends inside the shutdown
+    # timeout however slowly its process started (no race with a fixed sleep)
     (dags / "stop.py").write_text(
         "from engine import DAG, BashTask\n"
         "with DAG('stop'):\n"
-        "    BashTask('quick', bash_command='sleep 1')\n"
+        f"    BashTask('quick', bash_command='touch {started}; until [ -e {go} ]; do sleep 0.05; done')\n"
         "    BashTask('slow', bash_command='sleep 60', retries=0)\n")
     sync(eng, dags)
     with db.connect(eng) as conn:
@@ -199,12 +202,13 @@ def test_worker_sigterm_waits_then_hands_back_what_still_runs(eng, db_url, tmp_p
         _, err = tick.communicate(timeout=60)
         assert tick.returncode == 0, err
         worker = cluster.start("worker")
-        wait_for("both tasks to run", lambda: scalar(
-            eng, "SELECT count(*) FROM task_instance WHERE state = 'running'") == 2, 30, cluster)
+        wait_for("both tasks to run", lambda: started.exists() and scalar(
+            eng, "SELECT count(*) FROM task_instance WHERE state = 'running'") == 2, 60, cluster)
         began = time.monotonic()
         worker.popen.send_signal(signal.SIGTERM)
-        assert worker.popen.wait(timeout=30) == 0
-        assert time.monotonic() - began < 10  # 2 s wait, then SIGTERM to the task (it dies at once)
+        go.touch()
+        assert worker.popen.wait(timeout=45) == 0
+        assert time.monotonic() - began < 45  # 2 s wait, then SIGTERM to slow: not its 60 s sleep
     finally:
         cluster.stop()
     with eng.connect() as conn:

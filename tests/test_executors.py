@@ -125,7 +125,7 @@ def test_standalone_runs_scheduler_triggerer_and_tries(eng, db_url, tmp_path):
     """`engine standalone`: one command runs the scheduler, the triggerer (a deferring task
     resumes) and the tries; SIGTERM stops everything cleanly."""
     from engine.dagsync import sync
-    from tests.cluster import Cluster
+    from tests.cluster import CALM, Cluster
     from tests.test_chaos import wait_for
 
     dags = tmp_path / "dags"
@@ -134,7 +134,7 @@ def test_standalone_runs_scheduler_triggerer_and_tries(eng, db_url, tmp_path):
     (dags / "local_mod.py").write_text(LOCAL_MOD)
     sync(eng, dags)
     trigger(eng, "local", "r1")
-    cluster = Cluster(db_url, tmp_path)
+    cluster = Cluster(db_url, tmp_path, env=CALM)
     try:
         proc = cluster.start("standalone", args=("--concurrency", "2"))
         wait_for("the run to succeed", lambda: sql(eng, "SELECT state FROM dag_run")[0][0] == "success", 90, cluster)

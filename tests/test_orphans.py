@@ -89,13 +89,14 @@ def test_dead_jobs_are_failed_and_only_their_work_is_touched(eng, world):
     t0 = world
     dead_sched, live_sched = register(eng, "scheduler"), register(eng, "scheduler")
     dead_worker, live_worker, me = register(eng, "worker"), register(eng, "worker"), register(eng, "scheduler")
+    assert beat(eng, dead_sched, t0) and beat(eng, dead_worker, t0)  # register_job stamped the real clock
     queue(eng, me, t0, max_tis=2)
     (run_dead,) = claim(eng, dead_worker, 1, t0)
     (run_live,) = claim(eng, live_worker, 1, t0)
     queued_dead = queue(eng, dead_sched, t0, max_tis=1)
     queued_live = queue(eng, live_sched, t0, max_tis=1)
     later = t0 + timedelta(seconds=THRESHOLD + 30)
-    for j in (live_sched, live_worker):  # beat recently; the others' last beat is ~t0
+    for j in (live_sched, live_worker):  # beat recently; the others' last beat is t0
         assert beat(eng, j, later - timedelta(seconds=5))
 
     r = reset(eng, me, later)
@@ -162,6 +163,7 @@ def test_tries_being_stopped_whose_worker_died_end_as_a_live_worker_would_end_th
     worker to say the process tree is gone; a dead worker never will (its tree went with it)."""
     t0 = world
     dead, live, me = register(eng, "worker"), register(eng, "worker"), register(eng, "scheduler")
+    assert beat(eng, dead, t0)
     queue(eng, me, t0)
     cleared, preempted = claim(eng, dead, 2, t0)
     cleared_live, preempted_live = claim(eng, live, 2, t0)

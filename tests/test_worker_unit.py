@@ -256,13 +256,21 @@ def test_start_failure_reported_as_127(fake, tmp_path, dag_dir):
     assert fake.finished[0]["exit_code"] == 127 and "could not start" in fake.finished[0]["reason"]
 
 
+def time_out_once(w, fake, ready: Path) -> None:
+    """Run the worker's one try until it has written `ready`, then let its execution_timeout
+    (set long, so a slow start never times it out early) expire at once; run until reported."""
+    run_until(w, lambda: ready.exists() or fake.finished)
+    w.children[0].deadline = time.monotonic()
+    run_until(w, lambda: fake.finished)
+
+
 def test_timeout_kills_process_group(fake, tmp_path, dag_dir):
     pidfile = tmp_path / "bg.pid"
-    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=0.5,
-                           bash_command=f"sleep 60 & echo $! > {pidfile}; wait")]
+    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=600,
+                           bash_command=f"sleep 60 & echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait")]
     w = make_worker(tmp_path)
     w.start()
-    run_until(w, lambda: fake.finished)
+    time_out_once(w, fake, pidfile)
     assert fake.finished[0]["timed_out"] is True and fake.finished[0]["exit_code"] == -signal.SIGTERM
     bg = int(pidfile.read_text())
     time.sleep(0.2)
@@ -280,12 +288,11 @@ def gone(pid):
 def test_timeout_escalates_to_sigkill(fake, tmp_path, dag_dir, monkeypatch):
     monkeypatch.setattr(worker_mod, "KILL_GRACE", 0.3)
     ready = tmp_path / "ready"
-    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=0.5,
+    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=600,
                            bash_command=f"trap '' TERM; touch {ready}; while true; do sleep 0.1; done")]
     w = make_worker(tmp_path)
     w.start()
-    run_until(w, lambda: fake.finished)
-    assert ready.exists()
+    time_out_once(w, fake, ready)
     assert (fake.finished[0]["timed_out"], fake.finished[0]["exit_code"]) == (True, -signal.SIGKILL)
 
 
@@ -309,7 +316,8 @@ def test_stop_waits_then_hands_back_what_still_runs(fake, tmp_path, dag_dir, mon
     w = make_worker(tmp_path)
     w.start()
     w.run_once()
-    w.stop(timeout=1.5)
+    w.children[0].proc.wait(timeout=60)  # the short try is over (however slowly it started) ...
+    w.stop(timeout=1.5)  # ... so the stop finds it finished and reports it; the long one is handed back
     assert [(f["ti_id"], f["exit_code"]) for f in fake.finished] == [(1, 0)]  # finished in time: reported
     assert [(r["ti_id"], r["try_number"], r["reason"]) for r in fake.released] == [(2, 1, "worker shut down")]
     assert not w.children and not w.unreported
@@ -349,12 +357,12 @@ def test_loop_burst_returns_when_no_work(fake, tmp_path, dag_dir):
 def test_timeout_kills_a_grandchild_that_left_the_process_group(fake, tmp_path, dag_dir):
     """setsid'd processes escape a process-group kill; the try's supervisor kills them anyway."""
     pidfile = tmp_path / "escaped.pid"
-    escape = f"{sys.executable} -c 'import os,time; os.setsid(); open(\"{pidfile}\",\"w\").write(str(os.getpid())); " \
-             "time.sleep(60)'"
-    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=1.0, bash_command=f"{escape} & wait")]
+    escape = f"{sys.executable} -c 'import os,time; os.setsid(); open(\"{pidfile}.tmp\",\"w\").write(str(os.getpid())); " \
+             f"os.rename(\"{pidfile}.tmp\", \"{pidfile}\"); time.sleep(60)'"
+    fake.queue = [make_row(tmp_path, dag_dir, execution_timeout=600, bash_command=f"{escape} & wait")]
     w = make_worker(tmp_path)
     w.start()
-    run_until(w, lambda: fake.finished)
+    time_out_once(w, fake, pidfile)
     assert fake.finished[0]["timed_out"] is True
     assert gone(int(pidfile.read_text())), "the setsid'd grandchild of the timed-out task survived"
 
