@@ -72,10 +72,14 @@ def test_database_restart_mid_run(tmp_path):
         migrate.upgrade(eng)
         dags = tmp_path / "dags"
         dags.mkdir()
+        # the a tasks run until the database is down (then 0.5 s more): the tries running at the
+        # stop end during the outage however long the stop takes
+        down = tmp_path / "database-down"
         (dags / "outage.py").write_text(
             "from engine import DAG, BashTask\n"
             "with DAG('outage', max_active_runs=4):\n"
-            "    a = [BashTask(f'a{i}', bash_command='sleep 1') for i in range(3)]\n"
+            f"    a = [BashTask(f'a{{i}}', bash_command='until [ -e {down} ]; do sleep 0.05; done; sleep 0.5')\n"
+            "         for i in range(3)]\n"
             "    a >> BashTask('b', bash_command='sleep 0.2')\n")
         sync(eng, dags)
         with db.connect(eng) as conn:
@@ -86,6 +90,7 @@ def test_database_restart_mid_run(tmp_path):
                  60, cluster)
         down_at = datetime.now(timezone.utc)
         pg_ctl("-w", "-m", "fast", "stop")
+        down.touch()
         time.sleep(3)
         pg_ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(server.log), "start")
         up_at = datetime.now(timezone.utc)
