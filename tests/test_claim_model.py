@@ -2,8 +2,9 @@
 (executor 'default'), by priority_weight DESC, queued_at, id, whatever queues it names
 (duplicates, unknown ones, several at once) and however the TIs are spread over them. Checked
 against a one-line model on random states, queues, priorities and queue times (ties included),
-for the version the named query calls (claim_tis_v3: one index-ordered read per queue) and for
-claim_tis_v2, which read and sorted every queued TI."""
+for the version the named query calls (claim_tis_v4: v3 behind a check that a queue holds work), for
+claim_tis_v3 (one index-ordered read per queue) and for claim_tis_v2, which read and sorted every
+queued TI."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -36,7 +37,7 @@ ti_rows = st.lists(st.tuples(st.sampled_from(["queued"] * 4 + ["scheduled", "run
                    min_size=N, max_size=N)
 
 
-@pytest.mark.parametrize("version", [None, 2], ids=["named-query", "v2"])
+@pytest.mark.parametrize("version", [None, 3, 2], ids=["named-query", "v3", "v2"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=ti_rows, queues=st.lists(st.sampled_from(QUEUES + ["zz"]), min_size=1, max_size=4),
        limit=st.integers(0, N + 2))
@@ -57,3 +58,40 @@ def test_claim_takes_the_first_queued_tis_of_the_workers_queues(eng, tis, versio
     claimed = {r.ti_id for r in got}
     states = dict(sql(eng, "SELECT id, state FROM task_instance WHERE dag_id = 'claims'"))
     assert all(states[ti_id] == ("running" if ti_id in claimed else row[0]) for ti_id, row in zip(tis, rows))
+
+
+def test_an_idle_claim_answers_without_entering_v3(eng, tis, dialect):
+    """claim_tis_v4: a poll finding nothing queued in the worker's queues (other queues hold
+    work) returns no row, with the columns of a claim that finds some, and never enters
+    claim_tis_v3 (PostgreSQL: v3's call count in the transaction; MySQL: v3's session
+    temporary table is never made); once its queue holds a TI, the same call claims it via v3."""
+    sql(eng, "UPDATE task_instance SET state = 'queued', queue = 'b', queued_at = :t WHERE id = :i", t=T0, i=tis[0])
+
+    def claim(conn, queues):
+        return db.run(conn, "claim_tis", job_id=None, hostname="h", queues=queues, limit=4, log_dir="/tmp/logs",
+                      now=None)
+
+    def entered_v3(conn) -> bool:
+        if dialect == "postgresql":
+            return bool(conn.execute(sa.text(
+                "SELECT pg_stat_get_xact_function_calls(to_regproc('claim_tis_v3'))")).scalar())
+        try:
+            with conn.begin_nested():
+                conn.execute(sa.text("SELECT count(*) FROM claim_tis_v3_ids"))
+            return True
+        except sa.exc.DBAPIError as exc:
+            assert db.error_code(exc) == 1146, exc  # no such table: v3 never ran in this session
+            return False
+
+    with db.connect(eng) as conn:
+        if dialect == "postgresql":
+            conn.execute(sa.text("SET LOCAL track_functions = 'pl'"))
+        else:  # a pooled session may have run v3 before
+            conn.execute(sa.text("DROP TEMPORARY TABLE IF EXISTS claim_tis_v3_ids"))
+        idle = claim(conn, ["a", "zz"])
+        idle_columns, idle_rows = list(idle.keys()), idle.all()
+        assert idle_rows == [] and not entered_v3(conn)
+        busy = claim(conn, ["a", "b"])
+        busy_columns, busy_rows = list(busy.keys()), busy.all()
+        assert [r.ti_id for r in busy_rows] == [tis[0]] and entered_v3(conn)
+    assert idle_columns == busy_columns
