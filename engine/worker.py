@@ -1,7 +1,8 @@
-"""The worker service: claims queued TIs of its queues (claim_tis_v1), runs each try under a
-supervisor process (engine.supervisor: the try's processes never outlive it, nor the worker),
-and reports how it ended (finish_ti_v1, or defer_ti_v1 when a PythonTask raised Defer: the
-runner exits with 100 and leaves the serialized Defer in a file). The database decides what an
+"""The worker service: claims queued TIs of its queues (the named query claim_tis), runs each try
+under a supervisor process (engine.supervisor: the try's processes never outlive it, nor the
+worker), and reports how it ended (finish_tis, or defer_ti when a PythonTask raised Defer: the
+runner exits with 100 and leaves the serialized Defer in a file; sql/<dialect>/queries/ names the
+procedure version each query calls). The database decides what an
 outcome means; this module only starts, watches and kills processes. A claimed resume
 (next_method set) runs the task's resume method instead (engine.runner).
 
