@@ -19,7 +19,6 @@ Prints p50 and p99 per call (round trip included) and the load average. Nothing 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import calls, db, migrate  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_latency import fresh_database, load  # noqa: E402
+from bench_latency import fresh_database, load, pct  # noqa: E402
 from bench_lifecycle import setup  # noqa: E402
 
 DEFAULT_URLS = {"postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/bench_claim",
@@ -94,8 +93,8 @@ def main() -> None:
             parts = []
             for name, queues, limit in CASES:
                 took, got = measure(pinned, queues, limit, args.calls)
-                ms = sorted(x * 1000 for x in took)
-                parts.append(f"{name} ({got}) p50 {statistics.median(ms):.3f} p99 {ms[int(len(ms) * 0.99) - 1]:.3f} ms")
+                ms = [x * 1000 for x in took]
+                parts.append(f"{name} ({got}) p50 {pct(ms, 50):.3f} p99 {pct(ms, 99):.3f} ms")
             print(f"round {r + 1} claim_tis_v{v}: " + "; ".join(parts) + f"; {load()}", flush=True)
     eng.dispose()
 
