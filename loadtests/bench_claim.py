@@ -2,7 +2,7 @@
 
     python loadtests/bench_claim.py [--dialect postgresql|mysql] [--database-url URL]
                                     [--runs 1000] [--tasks 100] [--calls 500] [--rounds 2]
-                                    [--versions 3,4]
+                                    [--versions 3,4] [--celery N]
 
 A fresh database (`bench_claim` on the local server of the dialect unless --database-url names
 one: that database is DROPPED and re-created) gets one DAG of --tasks tasks and --runs started
@@ -14,6 +14,11 @@ its own transaction, rolled back:
              worker costs);
   claim 1    a worker of q0 taking 1 TI;
   claim 64   a worker of q0 taking 64 TIs.
+With --celery N, N of q0's queued TIs belong to the executor 'celery' and come first in claim
+order (priority 100): a Celery backlog that a worker of the database queue must not pay for; and
+another N Celery TIs are queued in the queue `qc`, where nothing else is, for one more case:
+  celery only  a worker of qc (what an idle worker's poll costs when its queue holds only another
+             executor's TIs).
 Prints p50 and p99 per call (round trip included) and the load average. Nothing is started.
 """
 from __future__ import annotations
@@ -35,10 +40,12 @@ from bench_lifecycle import setup  # noqa: E402
 DEFAULT_URLS = {"postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/bench_claim",
                 "mysql": "mysql+pymysql://root@127.0.0.1:3306/bench_claim"}
 CASES = (("idle", ["idle"], 4), ("claim 1", ["q0"], 1), ("claim 64", ["q0"], 64))
+CELERY_CASE = ("celery only", ["qc"], 4)
 
 
-def world(eng, runs: int, tasks: int) -> int:
-    """`runs` started runs of the bench DAG; half their TIs queued over q0-q2. Returns the TIs."""
+def world(eng, runs: int, tasks: int, celery: int) -> int:
+    """`runs` started runs of the bench DAG; half their TIs queued over q0-q2, `celery` of q0's
+    and `celery` more in qc given to the executor 'celery'. Returns the TIs."""
     setup(eng, tasks)  # the DAG bench_life of bench_lifecycle.py: limits opened wide
     with db.connect(eng) as c:
         for n in range(runs):
@@ -52,6 +59,14 @@ def world(eng, runs: int, tasks: int) -> int:
         c.execute(sa.text(
             "UPDATE task_instance SET state = CASE WHEN id % 2 = 0 THEN 'queued' ELSE 'success' END, "
             "queue = CASE id % 3 WHEN 0 THEN 'q0' WHEN 1 THEN 'q1' ELSE 'q2' END, queued_at = now()"))
+        for queue, to in (("q0", "q0"), ("q1", "qc")):  # MariaDB: no LIMIT inside IN (subquery)
+            c.execute(sa.text(
+                "UPDATE task_instance SET executor = 'celery', priority_weight = 100, queue = :to "
+                "WHERE state = 'queued' AND queue = :queue AND executor = 'default' ORDER BY id LIMIT :n"
+                if db.is_mysql_url(str(eng.url)) else
+                "UPDATE task_instance SET executor = 'celery', priority_weight = 100, queue = :to "
+                "WHERE id IN (SELECT id FROM task_instance WHERE state = 'queued' AND queue = :queue "
+                "AND executor = 'default' ORDER BY id LIMIT :n)"), {"queue": queue, "to": to, "n": celery})
         c.execute(sa.text("ANALYZE TABLE task_instance" if db.is_mysql_url(str(eng.url)) else "ANALYZE task_instance"))
         return c.execute(sa.text("SELECT count(*) FROM task_instance")).scalar_one()
 
@@ -78,20 +93,23 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--versions", default="3,4", help="comma-separated claim_tis versions, called in turn")
+    ap.add_argument("--celery", type=int, default=0, help="Celery TIs queued ahead in q0, and alone in qc")
     args = ap.parse_args()
     url = args.database_url or DEFAULT_URLS[args.dialect]
     fresh_database(url)
     eng = db.make_engine(url)
     migrate.upgrade(eng)
     t = time.perf_counter()
-    total = world(eng, args.runs, args.tasks)
-    print(f"bench_claim on {eng.dialect.name}: {total:,} TIs, {total // 2:,} queued over q0-q2 "
+    total = world(eng, args.runs, args.tasks, args.celery)
+    cases = CASES + ((CELERY_CASE,) if args.celery else ())
+    celery = f", {args.celery:,} Celery TIs first in q0 and {args.celery:,} alone in qc" if args.celery else ""
+    print(f"bench_claim on {eng.dialect.name}: {total:,} TIs, {total // 2:,} queued over q0-q2{celery} "
           f"(world made in {time.perf_counter() - t:.1f} s); {load()}", flush=True)
     for r in range(args.rounds):
         for v in [int(x) for x in args.versions.split(",")]:
             pinned = calls.pin(eng, f"claim_tis={v}")
             parts = []
-            for name, queues, limit in CASES:
+            for name, queues, limit in cases:
                 took, got = measure(pinned, queues, limit, args.calls)
                 ms = [x * 1000 for x in took]
                 parts.append(f"{name} ({got}) p50 {pct(ms, 50):.3f} p99 {pct(ms, 99):.3f} ms")
