@@ -2,9 +2,9 @@
 (executor 'default'), by priority_weight DESC, queued_at, id, whatever queues it names
 (duplicates, unknown ones, several at once) and however the TIs are spread over them. Checked
 against a one-line model on random states, queues, priorities and queue times (ties included),
-for the version the named query calls (claim_tis_v4: v3 behind a check that a queue holds work), for
-claim_tis_v3 (one index-ordered read per queue) and for claim_tis_v2, which read and sorted every
-queued TI."""
+for the version the named query calls (claim_tis_v5: v3 behind a check that a queue holds work for
+the worker's executor), for claim_tis_v4 (the same check, any executor), for claim_tis_v3 (one
+index-ordered read per queue) and for claim_tis_v2, which read and sorted every queued TI."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -37,7 +37,7 @@ ti_rows = st.lists(st.tuples(st.sampled_from(["queued"] * 4 + ["scheduled", "run
                    min_size=N, max_size=N)
 
 
-@pytest.mark.parametrize("version", [None, 3, 2], ids=["named-query", "v3", "v2"])
+@pytest.mark.parametrize("version", [None, 4, 3, 2], ids=["named-query", "v4", "v3", "v2"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=ti_rows, queues=st.lists(st.sampled_from(QUEUES + ["zz"]), min_size=1, max_size=4),
        limit=st.integers(0, N + 2))
@@ -61,11 +61,14 @@ def test_claim_takes_the_first_queued_tis_of_the_workers_queues(eng, tis, versio
 
 
 def test_an_idle_claim_answers_without_entering_v3(eng, tis, dialect):
-    """claim_tis_v4: a poll finding nothing queued in the worker's queues (other queues hold
-    work) returns no row, with the columns of a claim that finds some, and never enters
-    claim_tis_v3 (PostgreSQL: v3's call count in the transaction; MySQL: v3's session
-    temporary table is never made); once its queue holds a TI, the same call claims it via v3."""
+    """claim_tis_v5: a poll finding nothing queued for it in the worker's queues (another queue
+    holds its work, its own queue a Celery TI) returns no row, with the columns of a claim that
+    finds some, and never enters claim_tis_v3 (PostgreSQL: v3's call count in the transaction;
+    MySQL: v3's session temporary table is never made); once its queue holds a TI of its
+    executor, the same call claims it via v3."""
     sql(eng, "UPDATE task_instance SET state = 'queued', queue = 'b', queued_at = :t WHERE id = :i", t=T0, i=tis[0])
+    sql(eng, "UPDATE task_instance SET state = 'queued', queue = 'a', queued_at = :t, executor = 'celery' "
+             "WHERE id = :i", t=T0, i=tis[1])
 
     def claim(conn, queues):
         return db.run(conn, "claim_tis", job_id=None, hostname="h", queues=queues, limit=4, log_dir="/tmp/logs",

@@ -147,7 +147,7 @@ def test_db_procedures_lists_every_object_with_the_version_called_and_its_calls(
     by_name = {r.name: r for r in rows}
     assert set(by_name) == set(procedures.expected_objects(dialect))
     assert by_name["queue_tis_v1"].called == "pinned" and by_name["queue_tis_v2"].called == ""
-    assert by_name["claim_tis_v4"].called == "yes" and by_name["claim_tis_v3"].called == ""
+    assert by_name["claim_tis_v5"].called == "yes" and by_name["claim_tis_v4"].called == ""
     assert by_name["limit_usage"].kind == "view" and by_name["limit_usage"].called == ""
     assert all(r.status == "ok" and r.file_checksum and r.db_checksum for r in rows)
     if dialect == "postgresql":
