@@ -1,9 +1,10 @@
 """Executors other than the database queue: the dispatcher's side and the executor worker's side
 of the contract in docs/executors.md. Decisions stay in the database:
 
-- dispatch_tis_v1 (the `Dispatcher`): queued TIs of an executor without a message in flight get a
-  dispatch token; the dispatcher sends one message (ti_id, token) per TI. A message not started
-  within dispatch_resend_timeout is re-sent with a new token.
+- dispatch_tis (the `Dispatcher`; the named query calls dispatch_tis_v2): queued TIs of an
+  executor without a message in flight get a dispatch token; the dispatcher sends one message
+  (ti_id, token) per TI. A message not started within dispatch_resend_timeout is re-sent with a
+  new token.
 - start_ti_v1 (`run_dispatched`): queued -> running only for the current token, so a late,
   duplicate or redelivered message starts nothing. The try then runs exactly as in `engine
   worker`: the same Worker code starts it under its supervisor, enforces execution_timeout,
@@ -97,7 +98,7 @@ def run_dispatched(eng, cfg, ti_id: int, token: str) -> str:
 
 class Dispatcher:
     """`engine dispatcher`: hands queued TIs of `executor` to a transport. One pass: if the
-    transport answers, dispatch_tis_v1 marks up to `limit` TIs as sent and `send(rows)` sends
+    transport answers, dispatch_tis marks up to `limit` TIs as sent and `send(rows)` sends
     them. A send that fails (broker down, this process killed after the commit) needs nothing
     done: those TIs stay queued and are re-sent after dispatch_resend_timeout."""
 

@@ -1,5 +1,5 @@
 """The executor contract at the procedure level (both dialects), with an injected clock:
-dispatch_tis_v1 hands queued TIs of a dispatching executor over with one valid token each and
+dispatch_tis hands queued TIs of a dispatching executor over with one valid token each and
 re-sends lost messages after the timeout; start_ti_v1 starts a try only for the current token,
 so duplicate, late and redelivered messages start nothing; the database queue never claims
 them; a DAG can mix executors."""

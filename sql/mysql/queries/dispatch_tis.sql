@@ -1,1 +1,1 @@
-CALL dispatch_tis_v1(:executor, :limit, :resend_after, :now)
+CALL dispatch_tis_v2(:executor, :limit, :resend_after, :now)

@@ -1,1 +1,1 @@
-SELECT * FROM dispatch_tis_v1(:executor, :limit, :resend_after, :now)
+SELECT * FROM dispatch_tis_v2(:executor, :limit, :resend_after, :now)
