@@ -49,6 +49,17 @@ def trigger(eng, dag_id: str, run_id: str | None = None, now=None):
         return db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf="{}", now=now).one()
 
 
+def started_run(eng, folder: Path, dag_id: str, tasks: int) -> list[int]:
+    """One started run of a DAG of `tasks` independent BashTasks t00, t01, ...: its TI ids in
+    task order (each TI is then set up by hand, e.g. by a model test)."""
+    body = "\n".join(f"    BashTask('t{i:02d}', bash_command='true')" for i in range(tasks))
+    sync_source(eng, folder, f"with DAG({dag_id!r}):\n{body}\n")
+    trigger(eng, dag_id, run_id="r")
+    with db.connect(eng) as conn:
+        db.run(conn, "create_dag_runs", now=None).one()  # starts the run: one TI per task
+    return [r.id for r in sql(eng, "SELECT id FROM task_instance WHERE dag_id = :d ORDER BY task_id", d=dag_id)]
+
+
 def tick(eng, cfg, now=None) -> dict:
     s = Scheduler(eng, cfg)
     try:

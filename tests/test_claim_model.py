@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import calls, db
-from tests.helpers import sql, sync_source, trigger
+from tests.helpers import sql, started_run
 from tests.world import T0
 
 N = 14
@@ -24,12 +24,7 @@ QUEUES = ["a", "b", "c"]
 
 @pytest.fixture
 def tis(eng, tmp_path):
-    tasks = "\n".join(f"    BashTask('t{i:02d}', bash_command='true')" for i in range(N))
-    sync_source(eng, tmp_path / "dags", f"with DAG('claims'):\n{tasks}\n")
-    trigger(eng, "claims", run_id="r")
-    with db.connect(eng) as conn:
-        db.run(conn, "create_dag_runs", now=None).one()  # starts the run: one TI per task
-    return [r.id for r in sql(eng, "SELECT id FROM task_instance WHERE dag_id = 'claims' ORDER BY task_id")]
+    return started_run(eng, tmp_path / "dags", 'claims', N)
 
 
 ti_rows = st.lists(st.tuples(st.sampled_from(["queued"] * 4 + ["scheduled", "running"]), st.sampled_from(QUEUES),

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import calls, db
-from tests.helpers import sql, sync_source, trigger
+from tests.helpers import sql, started_run
 from tests.world import T0
 
 N = 14
@@ -27,12 +27,7 @@ SENT = st.one_of(st.none(), st.tuples(st.sampled_from([0.0, 5.0, RESEND, RESEND 
 
 @pytest.fixture
 def tis(eng, tmp_path):
-    tasks = "\n".join(f"    BashTask('t{i:02d}', bash_command='true')" for i in range(N))
-    sync_source(eng, tmp_path / "dags", f"with DAG('dispatches'):\n{tasks}\n")
-    trigger(eng, "dispatches", run_id="r")
-    with db.connect(eng) as conn:
-        db.run(conn, "create_dag_runs", now=None).one()
-    return [r.id for r in sql(eng, "SELECT id FROM task_instance WHERE dag_id = 'dispatches' ORDER BY task_id")]
+    return started_run(eng, tmp_path / "dags", 'dispatches', N)
 
 
 ti_rows = st.lists(st.tuples(st.sampled_from(["queued"] * 4 + ["scheduled", "running"]), st.sampled_from("abc"),
