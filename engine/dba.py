@@ -97,6 +97,8 @@ def parse_arg(text: str) -> tuple[str, object]:
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", key):
         raise EngineError(f"--arg {text!r}: {key!r} is not a parameter name")
     validate.check_text(raw, key, "--arg")
+    if not raw:
+        raise EngineError(f"--arg {key}= has no value: write --arg {key}=null for NULL, or give a value")
     if raw.lower() == "null":
         return key, None
     if re.fullmatch(r"-?\d{1,18}", raw):

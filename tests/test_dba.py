@@ -214,6 +214,7 @@ def test_explain_args(text, parsed):
 
 @pytest.mark.parametrize("text, message", [
     ("max_tis", "write NAME=VALUE"), ("Max-tis=1", "is not a parameter name"), ("x=nan", "not a finite number"),
+    ("now=", "has no value: write --arg now=null"),
 ])
 def test_bad_explain_args(text, message):
     with pytest.raises(EngineError, match=message):
