@@ -60,6 +60,21 @@ def started_run(eng, folder: Path, dag_id: str, tasks: int) -> list[int]:
     return [r.id for r in sql(eng, "SELECT id FROM task_instance WHERE dag_id = :d ORDER BY task_id", d=dag_id)]
 
 
+def claimed_python_tasks(eng, cfg, folder: Path, names, retries=None, pools=None) -> dict:
+    """DAG 'b' of one PythonTask per name (retries and pool per name, else 0 and the default
+    pool), triggered, scheduled and claimed: {task_id: claimed row}."""
+    retries, pools = retries or {}, pools or {}
+    tasks = "\n".join(f"    PythonTask({n!r}, python_callable='x:y', retries={retries.get(n, 0)}, retry_delay=0"
+                      f"{', pool=' + repr(pools[n]) if n in pools else ''})" for n in names)
+    sync_source(eng, folder, f"with DAG('b', max_active_tasks=None):\n{tasks}\n")
+    sql(eng, "UPDATE dag SET is_paused = false")
+    trigger(eng, "b")
+    tick(eng, cfg)
+    tis = {ti.task_id: ti for ti in claim(eng)}
+    assert sorted(tis) == sorted(names)
+    return tis
+
+
 def tick(eng, cfg, now=None) -> dict:
     s = Scheduler(eng, cfg)
     try:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import calls, db, wakeup
-from tests.helpers import claim, sql, sync_source, tick, trigger
+from tests.helpers import claim, claimed_python_tasks, sql, tick
 from tests.world import T0
 
 
@@ -26,16 +26,7 @@ def finish_batch(eng, tries, max_bytes=None, now=None) -> list[tuple]:
 
 
 def setup_dag(eng, cfg, tmp_path, names, retries=None) -> dict:
-    retries = retries or {}
-    tasks = "\n".join(f"    PythonTask({n!r}, python_callable='x:y', retries={retries.get(n, 0)}, retry_delay=0)"
-                      for n in names)
-    sync_source(eng, tmp_path / "dags", f"with DAG('b', max_active_tasks=None):\n{tasks}\n")
-    sql(eng, "UPDATE dag SET is_paused = false")
-    trigger(eng, "b")
-    tick(eng, cfg)
-    tis = {ti.task_id: ti for ti in claim(eng)}
-    assert sorted(tis) == sorted(names)
-    return tis
+    return claimed_python_tasks(eng, cfg, tmp_path / "dags", names, retries)
 
 
 def history(eng) -> dict:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from engine import calls, db
 from tests.deferral import defer, quoted
-from tests.helpers import claim, sql, sync_source, tick, trigger
+from tests.helpers import claimed_python_tasks, sql
 from tests.world import T0
 
 NAMES = ["k1", "k2", "k3", "s1", "s2", "s3"]  # k*: a pool with include_deferred (resumes keep their slot)
@@ -26,14 +26,8 @@ FINALS = [None, None, "success", "success", "failed", "maybe"]
 def world(eng, cfg, tmp_path):
     """Six TIs of one run, deferred each to its own trigger; (TI ids, trigger ids) in task order."""
     sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('keep', 10, true)")
-    tasks = "\n".join(f"    PythonTask({n!r}, python_callable='x:y', retries=1, retry_delay=0"
-                      f"{', pool=' + repr('keep') if n.startswith('k') else ''})" for n in NAMES)
-    sync_source(eng, tmp_path / "dags", f"with DAG('b', max_active_tasks=None):\n{tasks}\n")
-    sql(eng, "UPDATE dag SET is_paused = false")
-    trigger(eng, "b")
-    tick(eng, cfg)
-    tis = {ti.task_id: ti for ti in claim(eng)}
-    assert sorted(tis) == sorted(NAMES)
+    tis = claimed_python_tasks(eng, cfg, tmp_path / "dags", NAMES, retries={n: 1 for n in NAMES},
+                               pools={n: "keep" for n in NAMES if n.startswith("k")})
     for ti in tis.values():
         assert defer(eng, ti) == "deferred"
     rows = {r.task_id: (r.id, r.trigger_id) for r in sql(eng, "SELECT task_id, id, trigger_id FROM task_instance")}
