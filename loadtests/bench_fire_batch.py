@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_triggerer  # noqa: E402
-from engine import calls, db, migrate  # noqa: E402
+from bench_latency import bench_engine  # noqa: E402
+from engine import calls, db  # noqa: E402
 
 KINDS = {  # kind: (event, error, final) of every trigger in the batch
     "resume": ('{"v": 1}', None, None),
@@ -66,11 +66,7 @@ def main() -> int:
                     help="comma-separated NAME=VERSION entries, each measured in turn (e.g. "
                          "fire_triggers=1,fire_triggers=2); default: the named query's version")
     args = ap.parse_args()
-    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")),
-                                               announce=False)
-    eng = db.make_engine(url)
-    db.ensure_database(eng)
-    migrate.upgrade(eng)
+    eng = bench_engine(args.database_url)
     pins = [p.strip() for p in args.procedure_versions.split(",") if p.strip()] or [""]
     engines = {p: calls.pin(eng, p) for p in pins}
     load_before = os.getloadavg()

@@ -90,6 +90,17 @@ def fresh_database(url: str) -> None:
     server.dispose()
 
 
+def bench_engine(url: str | None, prefix: str = "engine-bench-"):
+    """The engine of a benchmark run, its schema at head: `url` (created when missing, MySQL),
+    or without one a throw-away embedded PostgreSQL in a new folder under /tmp."""
+    from engine import migrate
+    url = url or db.embedded_url(Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp")), announce=False)
+    eng = db.make_engine(url)
+    db.ensure_database(eng)
+    migrate.upgrade(eng)
+    return eng
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

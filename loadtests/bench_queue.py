@@ -42,14 +42,15 @@ import os
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine import db, migrate  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_latency import bench_engine  # noqa: E402
+from engine import db  # noqa: E402
 from engine.scheduler import queue_knobs
 
 RUNS, DAGS, POOLS, TASKS = 1000, 50, 20, 20
@@ -508,10 +509,7 @@ def main() -> int:
     args = ap.parse_args()
     VERSION = args.version
     work = set(args.workloads.split(","))
-    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")), announce=False)
-    eng = db.make_engine(url)
-    db.ensure_database(eng)
-    migrate.upgrade(eng)
+    eng = bench_engine(args.database_url)
     mysql = is_mysql(eng)
     args.out = args.out or str(Path(__file__).parent / "results" / ("bench_queue_mysql.json" if mysql else "bench_queue.json"))
     with eng.connect() as c:

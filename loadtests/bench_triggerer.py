@@ -33,7 +33,9 @@ import sqlalchemy as sa
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from engine import db, migrate  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_latency import bench_engine  # noqa: E402
+from engine import db  # noqa: E402
 
 TABLES = ["task_instance_history", "task_instance", "dag_run", "task_dependency", "task", "dag", "job"]
 
@@ -174,11 +176,8 @@ def main() -> int:
     ap.add_argument("--lead", type=float, default=20, help="seconds from set-up to the first moment")
     ap.add_argument("--out")
     args = ap.parse_args()
-    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-bench-", dir="/tmp")),
-                                               announce=False)
-    eng = db.make_engine(url)
-    db.ensure_database(eng)
-    migrate.upgrade(eng)
+    eng = bench_engine(args.database_url)
+    url = eng.url.render_as_string(hide_password=False)
     mysql = eng.dialect.name != "postgresql"
     with eng.connect() as c:
         server = c.execute(sa.text("SELECT VERSION()" if mysql else "SHOW server_version")).scalar()

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine import db, migrate  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_latency import bench_engine  # noqa: E402
 from tests.race import race, setup_world  # noqa: E402
 
 
@@ -30,9 +30,8 @@ def main() -> int:
     ap.add_argument("--completers", type=int, default=2)
     ap.add_argument("--tis", type=int, default=2000)
     args = ap.parse_args()
-    url = args.database_url or db.embedded_url(Path(tempfile.mkdtemp(prefix="engine-soak-", dir="/tmp")), announce=False)
-    eng = db.make_engine(url)
-    migrate.upgrade(eng)
+    eng = bench_engine(args.database_url, prefix="engine-soak-")
+    url = eng.url.render_as_string(hide_password=False)
     totals = {"rounds": 0, "queued": 0, "busy": 0, "finished": 0, "violations": 0, "queued_twice": 0}
     end = time.monotonic() + args.seconds
     while time.monotonic() < end:
