@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, croniter

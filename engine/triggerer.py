@@ -28,7 +28,6 @@ import signal
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 from engine import db, wakeup
 from engine.db import DB_DOWN

@@ -5,12 +5,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import sql
 
 GOOD = """
 from engine import DAG, BashTask

@@ -16,8 +16,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-import sqlalchemy as sa
 from click.testing import CliRunner
 
 from cli.main import main as engine_cli
