@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -223,6 +224,27 @@ database dropped, as before."""
                 c.exec_driver_sql("SET SESSION foreign_key_checks = 1")
         return True
 
+    def drop_orphans(self) -> list[str]:
+        """Drop the databases `engine_test_<pid>_<n>` of test sessions that were killed (their
+        pid is gone) when the server is on this machine and nobody is connected to them: a
+        killed run cannot drop its own, and they would pile up on a developer's server."""
+        host = self.url.host or "localhost"
+        if host not in ("localhost", "127.0.0.1", "::1"):
+            return []  # a shared server: another machine's pids are not ours to judge
+        dropped = []
+        with self.admin.begin() as c:
+            names = c.execute(sa.text("SELECT schema_name FROM information_schema.schemata "
+                                      "WHERE schema_name LIKE :p"), {"p": "engine_test_%"}).scalars().all()
+            used = set(c.exec_driver_sql("SELECT DISTINCT db FROM information_schema.processlist "
+                                         "WHERE db IS NOT NULL").scalars().all())
+            for name in names:
+                m = re.fullmatch(r"engine_test_(\d+)_\d+", name)
+                if not m or name in used or _alive(int(m.group(1))):
+                    continue
+                c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+                dropped.append(name)
+        return dropped
+
     def close(self) -> None:
         with self.admin.begin() as c:
             left = c.execute(sa.text("SELECT schema_name FROM information_schema.schemata "
@@ -230,6 +252,16 @@ database dropped, as before."""
             for name in left:
                 c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
         self.admin.dispose()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -241,6 +273,7 @@ def mysql_server():
         server = MySQLServer(url)
         with server.admin.connect() as c:
             c.exec_driver_sql("SELECT 1")
+        server.drop_orphans()
     except Exception as exc:  # noqa: BLE001 - whatever the driver raises, one line
         reason = (f"MySQL/MariaDB server {safe} is not reachable ({db.first_line(exc)}); start one or set "
                   f"ENGINE_TEST_MYSQL_URL")
