@@ -64,8 +64,15 @@ def _limit(value, what: str, where: str):
     return value
 
 
-def _json(value, what: str, where: str):
-    return validate.check_json(value, what, where)
+# A task's JSON values are stored inside dag.serialized too, below the DAG, its task list and the
+# task: op_kwargs 3 levels down, an expand() list 4 (MariaDB refuses documents nested deeper than
+# validate.MAX_JSON_DEPTH, so the whole DAG must fit).
+OP_KWARGS_DEPTH = validate.MAX_JSON_DEPTH - 3
+EXPAND_DEPTH = validate.MAX_JSON_DEPTH - 4
+
+
+def _json(value, what: str, where: str, max_depth: int):
+    return validate.check_json(value, what, where, max_depth=max_depth)
 
 
 def normalise_schedule(schedule, dag_id: str = "?") -> str | None:
@@ -352,7 +359,7 @@ class Task:
             if len(values) > validate.MAX_MAP_LENGTH:
                 raise EngineError(f"{w}expand({key}=...) has {len(values)} items; at most {validate.MAX_MAP_LENGTH} are allowed")
             self._check_expand_key(key, values)
-            _json(list(values), f"expand({key}=...)", w)
+            _json(list(values), f"expand({key}=...)", w, EXPAND_DEPTH)
         if len({len(v) for v in kwargs.values()}) > 1:
             sizes = ", ".join(f"{k}={len(v)}" for k, v in kwargs.items())
             raise EngineError(f"{w}expand() lists have different lengths ({sizes}); make them the same length")
@@ -375,6 +382,7 @@ def _check_env(env, what: str, where: str):
     for k, x in (env or {}).items():
         if not k or "=" in k or "\x00" in k:
             raise EngineError(f"{where}{what} has a bad variable name {k!r}; use a non-empty name without '=' or NUL")
+        validate.check_text(k, f"{what} variable name {k!r}", where)
         validate.check_text(x, f"{what}[{k!r}]", where)
 
 
@@ -422,7 +430,7 @@ class PythonTask(Task):
         if self.op_kwargs is not None and not isinstance(self.op_kwargs, dict):
             raise EngineError(f"{w}op_kwargs must be a dict, got {self.op_kwargs!r}")
         plain = {k: v.to_json() if isinstance(v, TaskOutput) else v for k, v in (self.op_kwargs or {}).items()}
-        _json(plain if self.op_kwargs is not None else None, "op_kwargs", w)
+        _json(plain if self.op_kwargs is not None else None, "op_kwargs", w, OP_KWARGS_DEPTH)
 
     def _link_outputs(self):
         """op_kwargs values that are `other.output`: stored as references, other made upstream."""

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine import validate
 from engine.dag import DAG, capture_dags, serialize_dag
 from engine.errors import EngineError
 
@@ -55,6 +56,8 @@ def find_dag_files(path: str | Path) -> list[Path]:
 
 def import_dag_file(file: Path) -> list[DAG]:
     """Import one file as a fresh module and return the DAGs created while importing it."""
+    if validate.utf8_size(str(file)) is None:  # stored as dag.fileloc: text the database takes
+        raise EngineError(f"DAG file {str(file)!r}: its path is not valid UTF-8; rename it")
     name = f"_engine_dagfile_{next(_counter)}_{file.stem}"
     folder = str(file.parent)
     before = set(sys.modules)

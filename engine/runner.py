@@ -106,7 +106,10 @@ def run(spec: dict) -> int:
     except Exception:
         traceback.print_exc()
         return 1
-    text = repr(result)
+    try:
+        text = repr(result)
+    except Exception as exc:  # noqa: BLE001 - (a RecursionError for a deep value) the check below refuses it
+        text = f"<{type(result).__name__}: {type(exc).__name__} in repr>"
     print(f"Done. Returned value was: {text if len(text) <= 1000 else text[:1000] + '...'}", flush=True)
     return hand_result(spec, result)
 

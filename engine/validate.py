@@ -15,8 +15,10 @@ The bounds (docs/operations.md, "Limits on values"):
   (the INTEGER columns);
 - dates: between MIN_DATE and MAX_DATE, so every run's data interval and next fire time
   stay readable by Python and storable by MySQL's DATETIME;
-- text: no NUL character (PostgreSQL text and JSON refuse it);
-- JSON: standard JSON only (no NaN or Infinity, no NUL in any string or key).
+- text: valid UTF-8 (no lone surrogate, which is what Python makes of bytes that are not UTF-8),
+  no NUL character (PostgreSQL text and JSON refuse it), at most MAX_TEXT_BYTES (MySQL's TEXT);
+- JSON: standard JSON only (no NaN or Infinity, no NUL or lone surrogate in any string or key),
+  nested at most MAX_JSON_DEPTH levels (MariaDB refuses deeper documents).
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ MAX_RETRIES = 1_000
 MAX_MAP_LENGTH = 100_000                  # mapped instances of one task in one run
 MAX_PRIORITY = INT32_MAX                   # |priority_weight| of a task; effective (summed) weights are clamped
 MAX_ID_LENGTH = 250
+MAX_TEXT_BYTES = 65_535                   # MySQL's TEXT column (descriptions, bash_command, reasons)
+MAX_JSON_DEPTH = 31                       # MariaDB's JSON refuses a document nested 32 levels deep
 MIN_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_DATE = datetime(2999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
 
@@ -64,6 +68,13 @@ def check_text(value, what: str, where: str = "", *, allow_empty: bool = True) -
         raise EngineError(f"{_where(where)}{what} must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise EngineError(f"{_where(where)}{what} contains a NUL character (\\x00); remove it")
+    size = utf8_size(value)
+    if size is None:
+        raise EngineError(f"{_where(where)}{what} is not valid UTF-8 (a byte that is not UTF-8, or a lone "
+                          "surrogate); write it in UTF-8")
+    if size > MAX_TEXT_BYTES:
+        raise EngineError(f"{_where(where)}{what} is {size:,} bytes long; use at most {MAX_TEXT_BYTES:,} bytes "
+                          "(UTF-8)")
     if not allow_empty and not value.strip():
         raise EngineError(f"{_where(where)}{what} must not be empty")
     return value
@@ -97,20 +108,50 @@ def check_date(value: datetime, what: str, where: str = "") -> datetime:
     return value
 
 
+def utf8_size(text: str) -> int | None:
+    """Bytes of text in UTF-8; None when it holds a lone surrogate (not encodable)."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        return None
+
+
+def json_depth(value, stop: int = MAX_JSON_DEPTH) -> int:
+    """How deep lists and dicts nest in value (0 for a scalar; stops counting past `stop`),
+    without recursion: a value nested 100,000 deep is measured, not a RecursionError."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, tuple, dict)):
+            deepest = max(deepest, d)
+            if d <= stop:
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _bad_str(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character"
+    if utf8_size(text) is None:
+        return "text that is not valid UTF-8 (a lone surrogate)"
+    return None
+
+
 def _find_bad_json(value, path: str) -> str | None:
-    """Where value is not plain JSON the database can store (None when it is)."""
+    """Where value is not plain JSON the database can store (None when it is). Call it on
+    values nested at most MAX_JSON_DEPTH deep (check_json does): it recurses."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"{path} is {value!r} (not JSON)"
-    if isinstance(value, str) and "\x00" in value:
-        return f"{path} contains a NUL character"
+    if isinstance(value, str) and _bad_str(value):
+        return f"{path} contains {_bad_str(value)}"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63 - 1:
         return f"{path} is an integer beyond 64 bits"
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 return f"{path} has a non-string key {k!r}"
-            if "\x00" in k:
-                return f"{path} has a key with a NUL character"
+            if _bad_str(k):
+                return f"{path} has a key with {_bad_str(k)}"
             found = _find_bad_json(v, f"{path}[{k!r}]")
             if found:
                 return found
@@ -122,8 +163,13 @@ def _find_bad_json(value, path: str) -> str | None:
     return None
 
 
-def check_json(value, what: str, where: str = ""):
-    """Plain JSON: serialisable, no NaN/Infinity, no NUL in strings or keys. Returns value."""
+def check_json(value, what: str, where: str = "", *, max_depth: int = MAX_JSON_DEPTH):
+    """Plain JSON: serialisable, no NaN/Infinity, no NUL or lone surrogate in strings or keys,
+    nested at most max_depth levels (MAX_JSON_DEPTH, less where the engine stores the value
+    inside a document of its own). Returns value."""
+    if json_depth(value, max_depth) > max_depth:
+        raise EngineError(f"{_where(where)}{what} nests more than {max_depth} levels deep; flatten it "
+                          f"(JSON nested at most {max_depth} levels)")
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -132,7 +178,8 @@ def check_json(value, what: str, where: str = ""):
                           "use dicts, lists, strings, finite numbers, booleans and null") from None
     found = _find_bad_json(value, what)
     if found:
-        raise EngineError(f"{_where(where)}{found}; use plain JSON without NaN, Infinity or NUL characters")
+        raise EngineError(f"{_where(where)}{found}; use plain JSON without NaN, Infinity, NUL characters or "
+                          "text that is not UTF-8")
     return value
 
 
@@ -146,6 +193,8 @@ def parse_json(text: str, what: str, example: str):
         value = json.loads(text, parse_constant=_no_constants)
     except ValueError as exc:
         raise EngineError(f"{what} is not valid JSON ({exc}); pass {example}") from None
+    except RecursionError:
+        raise EngineError(f"{what} nests more than {MAX_JSON_DEPTH} levels deep; pass {example}") from None
     return check_json(value, what)
 
 

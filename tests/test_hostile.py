@@ -122,6 +122,22 @@ DAG_CASES = [
     ("expand_too_many", 'PythonTask("t", python_callable="m:f").expand(x=list(range(100_001)))',
      ["expand", "100000"]),
     ("expand_bash_nul", 'BashTask("t", bash_command="true").expand(bash_command=["a\\x00"])', ["NUL"]),
+    # Text that is not UTF-8 (a lone surrogate), text longer than MySQL's TEXT, JSON deeper than
+    # MariaDB's 31 levels (less the levels of the DAG around it): refused on both dialects.
+    ("bash_command_surrogate", 'BashTask("t", bash_command="echo \\ud800")', ["bash_command", "not valid UTF-8"]),
+    ("bash_command_64k", 'BashTask("t", bash_command="#" * 65536)', ["bash_command", "65,536 bytes", "65,535"]),
+    ("env_surrogate", T.format('env={"A": "\\udcff"}'), ["env", "not valid UTF-8"]),
+    ("env_name_surrogate", T.format('env={"\\udcff": "x"}'), ["env variable name", "not valid UTF-8"]),
+    ("op_kwargs_surrogate", 'PythonTask("t", python_callable="m:f", op_kwargs={"x": "\\ud800"})',
+     ["op_kwargs", "not valid UTF-8"]),
+    ("op_kwargs_surrogate_key", 'PythonTask("t", python_callable="m:f", op_kwargs={"\\ud800": 1})',
+     ["op_kwargs", "key", "UTF-8"]),
+    ("op_kwargs_29_deep", 'v = 1\nfor _ in range(28): v = [v]\nPythonTask("t", python_callable="m:f", op_kwargs={"v": v})',
+     ["op_kwargs", "more than 28 levels"]),
+    ("op_kwargs_100000_deep", 'v = 1\nfor _ in range(100000): v = [v]\n'
+     'PythonTask("t", python_callable="m:f", op_kwargs={"v": v})', ["op_kwargs", "more than 28 levels"]),
+    ("expand_28_deep", 'v = 1\nfor _ in range(27): v = [v]\nPythonTask("t", python_callable="m:f").expand(x=[v])',
+     ["expand(x=...)", "more than 27 levels"]),
     ("python_callable_object", 'PythonTask("t", python_callable=print)', ["python_callable", "module.path:function"]),
     ("dag_id_dotdot", None, ["bad dag_id '..'", "not '.' or '..'"]),
     ("task_id_dot", 'BashTask(".", bash_command="true")', ["bad task_id '.'"]),
@@ -134,6 +150,9 @@ DAG_CASES = [
     ("executor_unknown", T.format('executor="ghost"'), ["unknown executor 'ghost'"]),
     ("trigger_rule_bad", T.format('trigger_rule="sometimes"'), ["trigger_rule"]),
     ("description_nul", None, ["description", "NUL"]),
+    ("description_surrogate", None, ["dag 'h'", "description", "not valid UTF-8"]),
+    ("description_64k", None, ["description", "65,536 bytes", "65,535"]),
+    ("tag_surrogate", None, ["tag", "not valid UTF-8"]),
     ("tag_nul", None, ["tag", "NUL"]),
     ("tag_empty", None, ["tag", "empty"]),
     ("max_active_runs_2_31", None, ["max_active_runs", "2147483647"]),
@@ -152,6 +171,9 @@ DAG_CASES = [
 DAG_LINES = {
     "dag_id_dotdot": 'DAG("..")',
     "description_nul": 'DAG("h", description="a\\x00")',
+    "description_surrogate": 'DAG("h", description="a\\ud800")',
+    "description_64k": 'DAG("h", description="\\u00e9" * 32768)',
+    "tag_surrogate": 'DAG("h", tags=["\\udcff"])',
     "tag_nul": 'DAG("h", tags=["a\\x00"])',
     "tag_empty": 'DAG("h", tags=[""])',
     "max_active_runs_2_31": 'DAG("h", max_active_runs=2**31)',
@@ -179,6 +201,39 @@ def test_bad_dag_file_is_refused(world, tmp_path, case_id, body, needles):
     else:
         (folder / "h.py").write_text(dag_file(case_id, body))
     refused_and_unchanged(world, ["dags", "sync", str(folder)], needles)
+
+
+DEEP_AT_THE_BOUND = """
+from engine import DAG, PythonTask
+v, w = 1, 1
+for _ in range(27):
+    v = [v]
+for _ in range(26):
+    w = [w]
+with DAG("deep_ok", description="\\u00e9" * 32767 + "a"):
+    PythonTask("t", python_callable="m:f", op_kwargs={"v": v})
+    PythonTask("m", python_callable="m:f").expand(x=[w])
+"""
+
+
+def test_values_at_the_bounds_are_stored_on_both_dialects(world, tmp_path):
+    """The rules above are the databases' own limits, not stricter: a description of exactly
+    65,535 bytes, op_kwargs 28 levels deep and an expand() list 27 levels deep (31 inside the
+    stored DAG) and a --conf 31 levels deep are stored (MariaDB refuses one level more)."""
+    url, eng, _ = world
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "deep.py").write_text(DEEP_AT_THE_BOUND)
+    result = run(url, "dags", "sync", str(folder))
+    assert result.exit_code == 0, result.output
+    conf = '{"a":' + "[" * 30 + "]" * 30 + "}"
+    result = run(url, "dags", "trigger", "deep_ok", "--run-id", "deep", "--conf", conf)
+    assert result.exit_code == 0, result.output
+    with eng.connect() as c:
+        stored = c.execute(sa.text("SELECT conf FROM dag_run WHERE dag_id = 'deep_ok'")).scalar_one()
+        description = c.execute(sa.text("SELECT description FROM dag WHERE dag_id = 'deep_ok'")).scalar_one()
+    assert (json.loads(stored) if isinstance(stored, str) else stored) == json.loads(conf)
+    assert len(description.encode()) == 65_535
 
 
 def test_a_file_may_not_take_over_another_files_dag(world, tmp_path):
@@ -258,6 +313,11 @@ CLI_CASES = [
     ("conf_huge_int", ["dags", "trigger", "bystander", "--conf", '{"x": 1e400}'], ["--conf"]),
     ("conf_not_object", ["dags", "trigger", "bystander", "--conf", "[1]"], ["--conf must be a JSON object"]),
     ("conf_bad_json", ["dags", "trigger", "bystander", "--conf", "{nope"], ["--conf", "not valid JSON"]),
+    ("conf_32_deep", ["dags", "trigger", "bystander", "--conf", '{"a":' + "[" * 31 + "]" * 31 + "}"],
+     ["--conf", "more than 31 levels"]),
+    ("conf_30000_deep", ["dags", "trigger", "bystander", "--conf", '{"a":' + "[" * 30000 + "]" * 30000 + "}"],
+     ["--conf", "more than 31 levels"]),
+    ("conf_surrogate", ["dags", "trigger", "bystander", "--conf", '{"a": "\\ud800"}'], ["--conf", "not valid UTF-8"]),
     ("trigger_unknown_dag", ["dags", "trigger", "nope"], ["unknown DAG 'nope'"]),
     ("trigger_bad_dag_id", ["dags", "trigger", "a/b"], ["bad dag_id 'a/b'"]),
     ("pause_bad_dag_id", ["dags", "pause", "a\x00"], ["bad dag_id"]),
@@ -271,6 +331,9 @@ CLI_CASES = [
     ("pool_name_slash", ["pools", "set", "a/b", "3"], ["bad pool name"]),
     ("pool_name_nul", ["pools", "set", "a\x00", "3"], ["bad pool name"]),
     ("pool_description_nul", ["pools", "set", "p", "3", "--description", "a\x00"], ["--description", "NUL"]),
+    ("pool_description_surrogate", ["pools", "set", "p", "3", "--description", "bad\udcffbyte"],
+     ["--description", "not valid UTF-8"]),
+    ("pool_description_64k", ["pools", "set", "p", "3", "--description", "a" * 65536], ["--description", "65,535"]),
     ("pool_below_task", ["pools", "set", "default_pool", "1"],
      ["pool 'default_pool'", "bystander.b1", "pool_slots=2"]),
     ("pool_delete_empty", ["pools", "delete", ""], ["bad pool name"]),
@@ -280,6 +343,8 @@ CLI_CASES = [
     ("event_key_too_long", ["events", "send", "k" * 251], ["event key", "250"]),
     ("event_payload_nan", ["events", "send", "k", "--payload", "NaN"], ["--payload", "NaN"]),
     ("event_payload_nul", ["events", "send", "k", "--payload", '"\\u0000"'], ["--payload", "NUL"]),
+    ("event_payload_32_deep", ["events", "send", "k", "--payload", "[" * 32 + "]" * 32], ["--payload", "31 levels"]),
+    ("event_key_surrogate", ["events", "send", "k\udcff"], ["event key"]),
     ("max_ticks_negative", ["scheduler", "--max-ticks", "-1"], ["--max-ticks"]),
     ("max_ticks_zero", ["scheduler", "--max-ticks", "0"], ["--max-ticks"]),
     ("concurrency_zero", ["worker", "--concurrency", "0"], ["--concurrency"]),

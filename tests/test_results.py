@@ -50,6 +50,17 @@ def big():
     return "x" * 500
 
 
+def surrogate():
+    return "\\ud800"
+
+
+def deep():
+    v = []
+    for _ in range(100_000):
+        v = [v]
+    return v
+
+
 def show(x):
     return x
 
@@ -131,7 +142,8 @@ def settle(eng, cfg, dag_id: str, worker: Worker, triggerer: Triggerer | None = 
 
 @pytest.mark.parametrize("value, why", [
     (float("nan"), "nan"), ({"a": float("inf")}, "inf"), (object(), "plain JSON"), ("a\x00b", "NUL"),
-    ("x" * 200, "more than max_result_bytes"), (2**70, "64 bits"),
+    ("x" * 200, "more than max_result_bytes"), (2**70, "64 bits"), ("\ud800", "not valid UTF-8"),
+    ({"\udcff": 1}, "not valid UTF-8"),
 ])
 def test_result_text_refuses_what_cannot_be_stored(value, why):
     with pytest.raises(EngineError) as exc:
@@ -300,18 +312,20 @@ def test_return_values_flow_downstream_and_bad_ones_fail_the_try(eng, tmp_path):
             load = PythonTask("load", python_callable="rtasks:load", op_kwargs={"rows": extract.output, "table": "t"})
             nothing = PythonTask("nothing", python_callable="rtasks:nothing")
             needs = PythonTask("needs", python_callable="rtasks:show", op_kwargs={"x": nothing.output})
-            for name in ("nan", "unserialisable", "big"):
+            for name in ("nan", "unserialisable", "big", "surrogate", "deep"):
                 PythonTask(name, python_callable=f"rtasks:{name}")
     """, max_result_bytes=300)
     trigger(eng, "e2e")
     settle(eng, cfg, "e2e", Worker(eng, cfg, concurrency=4))
     st, why = ti_states(eng, "e2e"), reasons(eng, "e2e")
     assert st == {"extract": "success", "load": "success", "nothing": "success", "needs": "failed",
-                  "nan": "failed", "unserialisable": "failed", "big": "failed"}
+                  "nan": "failed", "unserialisable": "failed", "big": "failed", "surrogate": "failed",
+                  "deep": "failed"}
     assert results(eng, "e2e") == {"extract": {"rows": [1, 2, 3], "name": "é"}, "load": {"table": "t", "total": 6}}
     assert why["needs"].startswith("could not read the task's inputs: input 'x' of task e2e.needs needs the result "
                                    "of upstream task 'nothing'")
-    for name, part in (("nan", "nan"), ("unserialisable", "plain JSON"), ("big", "more than max_result_bytes (300)")):
+    for name, part in (("nan", "nan"), ("unserialisable", "plain JSON"), ("big", "more than max_result_bytes (300)"),
+                       ("surrogate", "not valid UTF-8"), ("deep", "nests more than 31 levels")):
         assert why[name].startswith("the result was refused: the return value of task e2e." + name), why[name]
         assert part in why[name] and "max_result_bytes" in why[name]
 
