@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -61,6 +61,7 @@ CHILD_POLL = 0.05           # seconds between looks at running tries when they h
 START_FAILED_EXIT_CODE = 127
 SHUTDOWN_REASON = "worker shut down"
 REFUSED = "the database refused the report: "
+DROPS_TO_REFUSE = 3  # reports of one try that lost the connection while the database answered: then refused
 SUPERVISOR = Path(supervisor.__file__).resolve()
 
 
@@ -74,6 +75,7 @@ class Outcome:
     release: bool = False            # hand the TI back (release_ti_v1) instead of finishing the try
     defer: dict | None = None        # the try raised Defer: report it (defer_ti_v1)
     refusals: int = 0                # how often the database refused a report of this try
+    dropped: int = 0                 # how often its report lost the connection while the database answered
     result: str | None = None        # the try's result (JSON text), reported with its success
 
 
@@ -431,6 +433,19 @@ class Worker:
             try:
                 state = self._report(o, now)
             except Exception as exc:  # noqa: BLE001 - whatever the driver raises for this report
+                if db.is_unreachable(exc) and self._answers():
+                    # The database is up, but this report lost the connection (MySQL/MariaDB drop a
+                    # statement larger than max_allowed_packet that way): after DROPS_TO_REFUSE
+                    # times it is refused, so that it cannot hold back every report behind it.
+                    self.unreported[0] = o = replace(o, dropped=o.dropped + 1)
+                    if o.dropped >= DROPS_TO_REFUSE:
+                        self._refused(EngineError(
+                            f"it lost the connection {o.dropped} times while the database answered (on MySQL/"
+                            f"MariaDB: larger than max_allowed_packet?): {db.first_line(exc)}"))
+                        continue
+                    log.warning("ti %s try %s: its report lost the connection while the database answers (%s); "
+                                "trying again", o.ti_id, o.try_number, db.first_line(exc))
+                    return
                 if db.is_unreachable(exc) or db.is_transient(exc):
                     self.outage.failed("reporting finished tasks", exc)
                     return
@@ -440,6 +455,15 @@ class Worker:
             self.outage.ok()
             self.unreported.pop(0)
             self._reported(o, state)
+
+    def _answers(self) -> bool:
+        """Whether the database answers a trivial statement on a new connection right now."""
+        try:
+            with db.connect(self.eng) as conn:
+                db.run(conn, "db_now").scalar_one()
+            return True
+        except Exception:  # noqa: BLE001 - any failure: it does not answer
+            return False
 
     @staticmethod
     def _reported(o: Outcome, state: str | None) -> None:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from engine import db, triggerer as triggerer_mod
 from engine.errors import EngineError
+from engine.taskvalues import check_defer
 from engine.triggerer import Triggerer
 from engine.worker import Outcome, Worker
 from tests.deferral import defer, states
@@ -174,6 +175,59 @@ def test_refused_twice_then_no_reason_then_given_up(monkeypatch, tmp_path, refus
     assert reports[1] == ("finish_ti", 1, "the database refused the report: refused value")
     assert reports[2] == ("finish_ti", 1, None)
     assert len(reports) == 3
+
+
+class DropsDefers(Refuses):
+    """db.run stand-in: defer_ti loses the connection (what MariaDB does with a statement larger
+    than max_allowed_packet) while every other statement is answered."""
+
+    def run(self, conn, name, **p):
+        self.calls.append((name, p))
+        if name == "defer_ti":
+            raise sa.exc.OperationalError("CALL ...", {}, pymysql.err.OperationalError(2013, "Lost connection"))
+        return SimpleNamespace(scalar_one=lambda: {"register_job": 3, "finish_ti": "failed",
+                                                   "db_now": "now"}.get(name, True))
+
+
+def test_a_report_that_loses_the_connection_while_the_database_answers_is_refused_at_the_third(monkeypatch, tmp_path):
+    """One try's report that always drops the connection must not hold back the reports behind
+    it forever (they were lost when the worker's job was declared dead): it is tried again at
+    the next passes, then refused (the try fails with the reason) and the others go."""
+    fake = DropsDefers()
+    monkeypatch.setattr(db, "connect", fake.connect)
+    monkeypatch.setattr(db, "run", fake.run)
+    cfg = SimpleNamespace(worker_queues="default", worker_concurrency=1, worker_poll_interval=0.01,
+                          heartbeat_interval=0.0, job_heartbeat_threshold=60.0, worker_shutdown_timeout=1.0,
+                          log_path=tmp_path)
+    w = Worker(None, cfg)
+    w.start()
+    w.unreported = [Outcome(5, 1, 100, defer={"classpath": "m:C", "method": "r", "kwargs": {}, "timeout": None}),
+                    Outcome(6, 1, 100, defer={"classpath": "m:C", "method": "r", "kwargs": {}, "timeout": None}),
+                    Outcome(7, 1, 0)]
+    for _ in range(2):
+        w._report_pending()
+        assert [o.ti_id for o in w.unreported] == [5, 6, 7] and not w.outage.down
+    w._report_pending()  # the third loss of ti 5's report: refused; ti 6's is then lost once
+    assert [(o.ti_id, o.dropped) for o in w.unreported] == [(6, 1), (7, 0)]
+    failed = [p for n, p in fake.calls if n == "finish_ti" and p["ti_id"] == 5]
+    assert len(failed) == 1 and failed[0]["exit_code"] == 1
+    assert failed[0]["reason"].startswith("the database refused the report: it lost the connection 3 times")
+    for _ in range(2):
+        w._report_pending()
+    assert not w.unreported  # ti 6 refused the same way, ti 7 reported
+    assert [p["ti_id"] for n, p in fake.calls if n == "finish_ti"] == [5, 6, 7]
+
+
+def test_a_defer_over_the_size_bound_is_refused_in_one_line():
+    """A Defer's kwargs end in one statement: MariaDB drops the connection on one larger than
+    max_allowed_packet, so the Defer is refused before, with its size (trigger kwargs count)."""
+    d = {"classpath": "m:C", "method": "r", "kwargs": {"a": "x" * 3_000_000},
+         "trigger_kwargs": {"b": "y" * 999_984}, "timeout": None}
+    assert check_defer(d)["kwargs"] == d["kwargs"]  # 4,000,000 bytes of JSON: at the bound
+    d["trigger_kwargs"]["b"] += "y"
+    with pytest.raises(EngineError, match=r"^the Defer's kwargs and trigger kwargs are 4,000,001 bytes of JSON; "
+                                          r"use at most 4,000,000"):
+        check_defer(d)
 
 
 def test_is_unreachable_tells_an_outage_from_a_refusal():
