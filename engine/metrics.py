@@ -11,7 +11,9 @@ Airflow has one: docs/operations.md, "Metrics"):
 """
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
@@ -19,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 
 from engine import db
+from engine.errors import EngineError
 
 log = logging.getLogger("engine.metrics")
 
@@ -175,6 +178,12 @@ def serve(cfg, eng, job, kind: str, port: int | None = None):
         return None
     registry = registry_for(eng, job, database=(kind == "scheduler"), scheduler=(kind == "scheduler"))
     registry.register(ProcessCollector(registry=None))
-    server, _thread = start_http_server(port, addr=cfg.metrics_host, registry=registry)
+    try:
+        server, _thread = start_http_server(port, addr=cfg.metrics_host, registry=registry)
+    except OSError as exc:  # the port is taken, or metrics_host is no address of this host
+        bad_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+        fix = ("set metrics_host (ENGINE_METRICS_HOST) to an address of this host, e.g. 0.0.0.0" if bad_host
+               else "pick another --metrics-port / metrics_port")
+        raise EngineError(f"cannot serve metrics on {cfg.metrics_host}:{port} ({exc.strerror or exc}); {fix}") from None
     log.info("%s metrics on http://%s:%s/metrics", kind, cfg.metrics_host, server.server_port)
     return server
