@@ -26,13 +26,13 @@ def dags():
 def dags_sync(c: Context, path, force, check):
     """Parse the DAG files under PATH and store their definitions (all or nothing)."""
     from engine.dagbag import load_dags
-    from engine.dagsync import relative_to_folder, sync
+    from engine.dagsync import check_in_folder, sync
 
     cfg = c.cfg()
     path = path or cfg.dags_folder
+    check_in_folder(path, cfg.dags_folder)  # a path or file outside the DAGs folder: refused before any import
     dags = load_dags(path, timeout=cfg.dag_import_timeout)  # bad files fail here, before the database is touched
     if check:
-        relative_to_folder([dict(d) for d in dags], path, cfg.dags_folder)  # a file outside the DAGs folder
         return click.echo(f"ok: {len(dags)} DAG(s) in {path}: {', '.join(d['dag_id'] for d in dags) or '-'}")
     result = sync(c.engine(), path, dags, force=force, paused_at_creation=cfg.dags_are_paused_at_creation,
                   dags_folder=cfg.dags_folder)

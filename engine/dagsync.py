@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from engine import db, timezones
-from engine.dagbag import load_dags
+from engine.dagbag import find_dag_files, load_dags
 from engine.errors import EngineError
 
 
@@ -72,23 +72,39 @@ def _check_owners(conn, dags: list[dict], absolute: dict[str, str]) -> None:
                           "too; rename one of them, or pass --force to move the DAG to the new file")
 
 
-def relative_to_folder(dags: list[dict], path: str | Path, dags_folder: str | Path) -> str:
-    """Rewrite each DAG's fileloc as its path relative to `dags_folder` (POSIX separators);
-    return the synced path relative to it ('' for the folder itself). EngineError (one line)
-    for a folder that is not one, or a path or file outside it."""
+def _outside_fix(folder: Path) -> str:
+    return (f"move it under {folder}, or set dags_folder (ENGINE_DAGS_FOLDER, engine.toml) to a folder that "
+            "holds it; workers find task code under their own dags_folder")
+
+
+def check_in_folder(path: str | Path, dags_folder: str | Path) -> tuple[Path, Path]:
+    """The DAGs folder and ``path``, resolved. EngineError (one line) for a folder that is not one,
+    or a path, or a DAG file under it (a symbolic link), outside it: called before any file is
+    imported, so no code from outside the DAGs folder runs."""
     folder = Path(dags_folder).expanduser().resolve()
-    fix = (f"move it under {folder}, or set dags_folder (ENGINE_DAGS_FOLDER, engine.toml) to a folder that "
-           "holds it; workers find task code under their own dags_folder")
     if not folder.is_dir():
         raise EngineError(f"the DAGs folder {folder} (setting dags_folder) is not a folder; create it or set "
                           "dags_folder (ENGINE_DAGS_FOLDER) to the folder that holds the DAG files")
     root = Path(path).expanduser().resolve()
     if not root.is_relative_to(folder):
-        raise EngineError(f"{root} is outside the DAGs folder {folder} (setting dags_folder); {fix}")
+        raise EngineError(f"{root} is outside the DAGs folder {folder} (setting dags_folder); {_outside_fix(folder)}")
+    for file in find_dag_files(root):
+        if not file.resolve().is_relative_to(folder):  # a symbolic link out of the folder
+            raise EngineError(f"DAG file {file} links to {file.resolve()}, outside the DAGs folder {folder}; "
+                              f"{_outside_fix(folder)}")
+    return folder, root
+
+
+def relative_to_folder(dags: list[dict], path: str | Path, dags_folder: str | Path) -> str:
+    """Rewrite each DAG's fileloc as its path relative to `dags_folder` (POSIX separators);
+    return the synced path relative to it ('' for the folder itself). EngineError (one line)
+    for a folder that is not one, or a path or file outside it."""
+    folder, root = check_in_folder(path, dags_folder)
     for d in dags:
         file = Path(d["fileloc"]).resolve()
         if not file.is_relative_to(folder):  # a symbolic link out of the folder
-            raise EngineError(f"DAG file {file} (dag '{d['dag_id']}') is outside the DAGs folder {folder}; {fix}")
+            raise EngineError(f"DAG file {file} (dag '{d['dag_id']}') is outside the DAGs folder {folder}; "
+                              f"{_outside_fix(folder)}")
         d["fileloc"] = file.relative_to(folder).as_posix()
     rel = root.relative_to(folder).as_posix()
     return "" if rel == "." else rel
@@ -108,6 +124,8 @@ def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = Fa
     With ``dags_folder`` (the CLI passes the setting) filelocs are stored relative to it."""
     root = Path(path).resolve()
     if dags is None:
+        if dags_folder is not None:
+            check_in_folder(root, dags_folder)  # before any file under it is imported
         dags = load_dags(root)  # raises EngineError before anything is written
     absolute = {d["dag_id"]: str(Path(d["fileloc"]).resolve()) for d in dags}
     rel_root = relative_to_folder(dags, root, dags_folder) if dags_folder is not None else None

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from engine.config import load_config
+from engine.errors import EngineError
 from engine.dagsync import sync
 from engine.paths import dag_file
 from engine.worker import Worker
@@ -96,6 +97,34 @@ def test_a_file_outside_the_dags_folder_is_refused_and_nothing_is_written(db_url
     r = cli(db_url, "dags", "sync", folder=tmp_path / "missing")
     assert r.exit_code == 1 and "missing" in r.output
     assert sql(eng, "SELECT count(*) FROM dag")[0][0] == 0
+
+
+MARKER_DAG = """
+open(@MARKER@, "w").write("ran")
+from engine import DAG, BashTask
+with DAG("outs"):
+    BashTask("a", bash_command="true")
+"""
+
+
+def test_a_path_outside_the_dags_folder_is_refused_before_any_file_is_imported(tmp_path):
+    """Refused before the database is touched and before any file under PATH runs: `dags sync /`
+    would otherwise execute every *.py on the host."""
+    folder, outside = tmp_path / "dags", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (outside / "o.py").write_text(MARKER_DAG.replace("@MARKER@", repr(str(outside / "MARKER"))))
+    (folder / "link").mkdir()
+    (folder / "link" / "o.py").symlink_to(outside / "o.py")  # a symbolic link in the folder to the file outside
+    for args in (["dags", "sync", str(outside)], ["dags", "sync", "--check", str(outside)],
+                 ["dags", "sync", "--check"], ["dags", "sync", str(folder / "link")]):
+        r = cli("postgresql+psycopg://nobody@127.0.0.1:1/none", *args, folder=folder)
+        assert r.exit_code == 1 and "outside the DAGs folder" in r.output and len(r.output.splitlines()) == 1, \
+            (args, r.output)
+        assert not (outside / "MARKER").exists(), args
+    with pytest.raises(EngineError, match="outside the DAGs folder"):
+        sync(None, outside, dags_folder=folder)  # the Python API too
+    assert not (outside / "MARKER").exists()
 
 
 def test_empty_dags_folder_setting_is_one_line():
