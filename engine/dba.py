@@ -101,7 +101,7 @@ def parse_arg(text: str) -> tuple[str, object]:
         raise EngineError(f"--arg {key}= has no value: write --arg {key}=null for NULL, or give a value")
     if raw.lower() == "null":
         return key, None
-    if re.fullmatch(r"-?\d{1,18}", raw):
+    if re.fullmatch(r"-?\d{1,20}", raw):  # explain() refuses one outside its parameter's range
         return key, int(raw)
     if raw[:1] in "[{":
         return key, validate.parse_json(raw, f"--arg {key}", '["default"]')
@@ -146,16 +146,48 @@ def explain(eng, procedure: str, given: dict[str, object], defaults: dict[str, o
             pins: dict[str, int] | None = None, timeout_s: float = 60.0) -> Explained:
     dialect = db.dialect_dir(eng)
     name, version = target(dialect, procedure)
-    with db.connect(eng) as conn:
-        chosen = calls.resolve(conn, {**(pins or {}), **({name: version} if version else {})})
     params = params_of(dialect, name, given, defaults)
-    run = _explain_postgresql if dialect == "postgresql" else _explain_mysql
     # A named query written for an older version than the shipped one (the scheduler's
     # heartbeat_v1 beside the worker's heartbeat_v2) is not moved: label what it really calls.
     called = calls.called_by(dialect, name, name)
-    label = chosen[name] if called in (None, calls.shipped(dialect)[name]) else called
-    return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, f"{name}_v{label}",
-               params, timeout_s)
+    with db.connect(eng) as conn:  # queue_tis_v0 is refused as not installed, like queue_tis_v999
+        chosen = calls.resolve(conn, {**(pins or {}), **({name: version} if version is not None else {})})
+        call = f"{name}_v{chosen[name] if called in (None, calls.shipped(dialect)[name]) else called}"
+        _check_integers(conn, dialect, call, given)
+    run = _explain_postgresql if dialect == "postgresql" else _explain_mysql
+    timeout_ms = max(1, round(timeout_s * 1000))  # statement_timeout = 0 would mean no limit at all
+    try:
+        return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, call, params, timeout_ms)
+    except sa.exc.DBAPIError as exc:
+        if db.error_code(exc) in ("57014", 1969):  # statement_timeout, max_statement_time
+            raise EngineError(f"{call} ran longer than --timeout {timeout_ms / 1000:g} s; raise --timeout") from None
+        raise
+
+
+# An integer parameter's range by its type as information_schema.parameters shows it.
+_INT_BITS = {"smallint": 16, "integer": 32, "int": 32, "bigint": 64}
+
+
+def _check_integers(conn, dialect: str, routine: str, given: dict[str, object]) -> None:
+    """Refuse an integer --arg outside the range of the routine's parameter p_<name>: PostgreSQL
+    would look for a function taking bigint or numeric, and the error names neither."""
+    ints = {k: v for k, v in given.items() if type(v) is int}
+    if not ints:
+        return
+    if dialect == "postgresql":
+        rows = conn.execute(sa.text(
+            "SELECT p.parameter_name, p.data_type FROM information_schema.parameters p "
+            "JOIN information_schema.routines r USING (specific_catalog, specific_schema, specific_name) "
+            "WHERE r.routine_schema = current_schema() AND r.routine_name = :routine"), {"routine": routine})
+    else:
+        rows = conn.execute(sa.text(
+            "SELECT parameter_name, data_type FROM information_schema.parameters "
+            "WHERE specific_schema = DATABASE() AND specific_name = :routine"), {"routine": routine})
+    for parameter, data_type in rows:
+        key, bits = (parameter or "").removeprefix("p_"), _INT_BITS.get(str(data_type).lower())
+        if key in ints and bits and not -(1 << bits - 1) <= ints[key] < 1 << bits - 1:
+            raise EngineError(f"--arg {key}={ints[key]} is out of range: {routine} takes a {bits}-bit integer "
+                              f"({-(1 << bits - 1)} to {(1 << bits - 1) - 1})")
 
 
 # "duration: 0.4 ms  plan:\nQuery Text: <the statement, maybe several lines>\n<plan>": the plan
@@ -176,7 +208,7 @@ def _warm_up(conn, name, params) -> None:
         savepoint.rollback()
 
 
-def _explain_postgresql(eng, name, call, params, timeout_s) -> Explained:
+def _explain_postgresql(eng, name, call, params, timeout_ms) -> Explained:
     out = Explained(call)
     conn = eng.connect()
     try:
@@ -195,7 +227,7 @@ def _explain_postgresql(eng, name, call, params, timeout_s) -> Explained:
             for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_analyze", "on"),
                                    ("log_timing", "on"), ("log_buffers", "on"), ("log_level", "notice")):
                 conn.execute(sa.text(f"SET LOCAL auto_explain.{setting} = {value}"))
-            conn.execute(sa.text(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}"))
+            conn.execute(sa.text(f"SET LOCAL statement_timeout = {timeout_ms}"))
             db.run(conn, name, **params).all()
         finally:
             trans.rollback()
@@ -211,7 +243,7 @@ def _explain_postgresql(eng, name, call, params, timeout_s) -> Explained:
     return out
 
 
-def _explain_mysql(eng, name, call, params, timeout_s) -> Explained:
+def _explain_mysql(eng, name, call, params, timeout_ms) -> Explained:
     out = Explained(call, note="MariaDB/MySQL cannot show the plan of a statement inside a stored program: these are "
                                "the profiler's times of each statement the call ran (SHOW PROFILES). For a plan, run "
                                "one statement on its own with ANALYZE FORMAT=JSON (MariaDB) or EXPLAIN ANALYZE (MySQL).")
@@ -222,7 +254,7 @@ def _explain_mysql(eng, name, call, params, timeout_s) -> Explained:
             conn.execute(sa.text("SET profiling = 1"))
             conn.execute(sa.text("SET profiling_history_size = 100"))
             if conn.dialect.is_mariadb:
-                conn.execute(sa.text(f"SET SESSION max_statement_time = {timeout_s:g}"))
+                conn.execute(sa.text(f"SET SESSION max_statement_time = {timeout_ms / 1000:g}"))
             _warm_up(conn, name, params)
             conn.execute(sa.text(f"SELECT '{_MARK}'"))
             db.run(conn, name, **params).all()

@@ -193,6 +193,10 @@ def test_db_explain_shows_each_statement_inside_and_changes_nothing(eng):
     ("nope", {}, "no procedure 'nope' to explain; name one of"),
     ("queue_tis", {"bogus": 1}, "queue_tis takes no parameter 'bogus'; its parameters: aging_rate, aging_cap, reserve_after, max_tis, job_id, now"),
     ("claim_tis", {}, "claim_tis needs --arg hostname=VALUE"),
+    ("queue_tis_v0", {"max_tis": 1}, "queue_tis_v0 is not installed by a migration"),  # not the current version, silently
+    ("queue_tis", {"max_tis": 99999999999999999},
+     "--arg max_tis=99999999999999999 is out of range: queue_tis_v"),
+    ("queue_tis", {"max_tis": 1, "job_id": -(1 << 63) - 1}, f"--arg job_id={-(1 << 63) - 1} is out of range: queue_tis_v"),
 ])
 def test_db_explain_bad_input_is_one_line(module_db_url, procedure, args, message):
     eng = db.make_engine(module_db_url)
@@ -204,9 +208,30 @@ def test_db_explain_bad_input_is_one_line(module_db_url, procedure, args, messag
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+def test_db_explain_timeout_is_at_least_one_millisecond_and_says_so(module_db_url, monkeypatch):
+    """statement_timeout = 0 is no limit at all: a timeout under 1 ms is 1 ms. A call that runs
+    longer than --timeout is named, not blamed on the connection."""
+    seen = []
+
+    def run(eng, name, call, params, timeout_ms):
+        seen.append(timeout_ms)
+        raise sa.exc.OperationalError("CALL", {}, Exception(1969, "max_statement_time exceeded"))
+    monkeypatch.setattr(dba, "_explain_postgresql", run)
+    monkeypatch.setattr(dba, "_explain_mysql", run)
+    eng = db.make_engine(module_db_url)
+    try:
+        with pytest.raises(EngineError) as err:
+            dba.explain(eng, "heartbeat", {}, {}, timeout_s=0.0004)
+    finally:
+        eng.dispose()
+    assert seen == [1]
+    assert str(err.value) == "heartbeat_v1 ran longer than --timeout 0.001 s; raise --timeout"
+
+
 @pytest.mark.parametrize("text, parsed", [
     ("max_tis=32", ("max_tis", 32)), ("now=null", ("now", None)), ("queues=[\"a\",\"b\"]", ("queues", ["a", "b"])),
     ("timeout=1.5", ("timeout", 1.5)), ("hostname=h1", ("hostname", "h1")),
+    ("job_id=9223372036854775807", ("job_id", (1 << 63) - 1)),  # 19 digits: an integer, not a float
 ])
 def test_explain_args(text, parsed):
     assert dba.parse_arg(text) == parsed
@@ -240,6 +265,8 @@ def test_the_commands_end_to_end(db_url):
                           f"setting procedure_versions: queue_tis_v{missing} is not installed by a migration")
     assert_one_line_error(engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis"),
                           "--arg 'max_tis': write NAME=VALUE")
+    assert_one_line_error(engine(db_url, "db", "explain", "queue_tis", "--arg", "max_tis=99999999999999999"),
+                          f"--arg max_tis=99999999999999999 is out of range: {shipped} takes a 32-bit integer")
 
 
 # ---- several deployments on one server ------------------------------------------------------
