@@ -116,16 +116,27 @@ def handle_errors(fn):
                 # `begin()` block the error left).
                 click.echo(f"error: {_one_line(exc)}: another transaction was in the way and this "
                            f"command's transaction was rolled back; run the command again", err=True)
+            elif db.is_timeout(exc):
+                click.echo(f"error: {_one_line(exc)}: the statement took longer than its time limit; raise the "
+                           f"limit or run the command again when the database is less busy", err=True)
             elif db.is_missing_database(exc):
                 # (`engine db upgrade` on PostgreSQL: MySQL/MariaDB's is created before it connects.)
                 click.echo(f"error: {_one_line(exc)}; {db.CREATE_DATABASE}", err=True)
             elif isinstance(exc, db.operational_errors()) and not db.is_user_error(exc):
-                # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) as an
-                # OperationalError too: that is bad input, shown like any other DBAPIError.
+                # PyMySQL reports a stored routine's SIGNAL SQLSTATE '45000' (error 1644) and a
+                # failed CHECK constraint (MariaDB 4025) as an OperationalError too: that is bad
+                # input, shown like any other DBAPIError.
                 click.echo(f"error: database error: {_one_line(exc)}; check that the database is up "
                            f"and ENGINE_DATABASE_URL is right", err=True)
             else:
                 click.echo(f"error: {_one_line(exc)}", err=True)
+            sys.exit(1)
+        except UnicodeEncodeError as exc:
+            # The driver met text it cannot send, e.g. a lone surrogate that stands for a byte
+            # of an argument, file name or environment value that was not UTF-8.
+            bad = exc.object[exc.start:exc.end]
+            click.echo(f"error: text holds {bad!r}, which cannot be encoded ({exc.reason}); use valid UTF-8 "
+                       f"in the arguments, file names and values given", err=True)
             sys.exit(1)
     return wrapper
 
@@ -201,7 +212,11 @@ class Date(click.ParamType):
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)
         try:
-            return validate.check_date(parsed.astimezone(timezone.utc), param.opts[0] if param else "date")
+            utc = parsed.astimezone(timezone.utc)
+        except OverflowError:  # an offset that takes it past year 1 or 9999: out of range either way
+            utc = parsed
+        try:
+            return validate.check_date(utc, param.opts[0] if param else "date")
         except EngineError as exc:
             self.fail(str(exc), param, ctx)
 

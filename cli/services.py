@@ -63,7 +63,8 @@ def worker(c: Context, queues, concurrency, burst, metrics_port):
     from engine.worker import Worker
 
     cfg = c.cfg(metrics_port=metrics_port)
-    qs = [validate.check_id(q.strip(), "queue", "--queues") for q in (queues or cfg.worker_queues).split(",") if q.strip()]
+    given = cfg.worker_queues if queues is None else queues  # --queues '' is refused below, like ',,'
+    qs = [validate.check_id(q.strip(), "queue", "--queues") for q in given.split(",") if q.strip()]
     if not qs:
         raise EngineError("--queues names no queue; pass e.g. --queues default")
     w = Worker(c.engine(), cfg, queues=qs, concurrency=concurrency)

@@ -190,6 +190,8 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
     span = f"from {lo} to {hi}" if not setting.positive else f"more than 0 and at most {hi}"
     try:
         value = _number(setting, raw)
+    except OverflowError:  # an integer too large for a float
+        raise EngineError(f"{where}: {raw!r} is out of range; use {kind} {span}") from None
     except (TypeError, ValueError):
         raise EngineError(f"{where}: {raw!r} is not {kind}; use {kind} {span}") from None
     if (isinstance(value, float) and not math.isfinite(value)) or value < setting.lo or value > setting.hi \
@@ -208,9 +210,14 @@ def load_config(overrides: dict[str, object] | None = None, toml_path: str | Pat
     from_file: dict[str, object] = {}
     if path.is_file():
         try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise EngineError(f"config file {path}: {exc}; fix the TOML syntax") from None
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise EngineError(f"config file {path}: not UTF-8 (byte {exc.object[exc.start]:#04x} at offset "
+                              f"{exc.start}); save it as UTF-8") from None
+        try:
+            data = tomllib.loads(text)
+        except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
+            raise EngineError(f"config file {path}: {str(exc).split(';')[0]}; fix the TOML syntax") from None
         from_file = data.get("engine", data)
         if not isinstance(from_file, dict):
             raise EngineError(f"config file {path}: [engine] must be a table of settings; see `engine config show`")

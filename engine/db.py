@@ -139,6 +139,30 @@ def check_schema(name: str, where: str = "setting schema") -> str:
     return name
 
 
+# A MySQL/MariaDB database is a folder on the server (`engine db upgrade` creates the URL's): no
+# path separators, dots, backticks, control characters or lone surrogates, at most 64 characters.
+# A PostgreSQL name is any text without NUL or lone surrogates (the engine never creates one).
+MYSQL_DATABASE_RULE = re.compile(r"[^/\\.`\x00-\x1f\x7f\ud800-\udfff]{1,64}(?<! )")
+PG_DATABASE_RULE = re.compile(r"[^\x00\ud800-\udfff]*")
+
+
+def check_url_database(url) -> None:
+    """Refuse a URL (sqlalchemy URL) whose database name the server cannot safely hold."""
+    name = url.database
+    mysql = is_mysql_url(url.drivername)
+    if not name or (MYSQL_DATABASE_RULE if mysql else PG_DATABASE_RULE).fullmatch(name):
+        return
+    rule = ("without '/', '\\', '.', '`', control characters or a trailing space, at most 64 characters"
+            if mysql else "without NUL characters, in UTF-8")
+    server = url._replace(database=None).render_as_string(hide_password=True)  # (the name may not encode)
+    raise EngineError(f"database URL {server!r} names database {name!r}; use a name {rule}, e.g. engine")
+
+
+def _invalid_url(url: str, exc: Exception) -> EngineError:
+    return EngineError(f"database URL {url!r} is not valid ({exc}); use e.g. postgresql+psycopg://user@host/db "
+                       f"or mysql+pymysql://user@host/db")
+
+
 def pg_options(url_options: str | None, schema: str | None) -> str:
     """libpq `options` of every PostgreSQL connection the engine opens: no JIT (the engine's
     statements are short index probes, and a plan costed on statistics of tables never
@@ -157,17 +181,20 @@ def make_engine(url: str, schema: str | None = None, pool_size: int | None = Non
     SQLAlchemy's (default 5), for a process with more threads than that."""
     import sqlalchemy as sa
 
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:  # ValueError: a bad port, e.g. u@[::1
+        raise _invalid_url(url, exc) from None
     if schema:
         check_schema(schema)
         if is_mysql_url(url):
-            url = sa.engine.make_url(url).set(database=schema).render_as_string(hide_password=False)
+            parsed = parsed.set(database=schema)
+            url = parsed.render_as_string(hide_password=False)
+    check_url_database(parsed)
     if is_mysql_url(url):
         kwargs = {"connect_args": mysql_connect_args(), "isolation_level": "READ COMMITTED"}
     else:
-        try:
-            url_options = sa.engine.make_url(url).query.get("options")
-        except sa.exc.ArgumentError:
-            url_options = None  # create_engine below says what is wrong with the URL
+        url_options = parsed.query.get("options")
         kwargs = {"connect_args": {"options": pg_options(url_options if isinstance(url_options, str) else None,
                                                          schema)}}
     if pool_size is not None:
@@ -175,8 +202,7 @@ def make_engine(url: str, schema: str | None = None, pool_size: int | None = Non
     try:
         eng = sa.create_engine(url, future=True, **kwargs)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise EngineError(f"database URL {url!r} is not valid ({exc}); use e.g. postgresql+psycopg://user@host/db "
-                          f"or mysql+pymysql://user@host/db") from None
+        raise _invalid_url(url, exc) from None
     if eng.dialect.name not in ("postgresql", "mysql", "mariadb"):
         raise EngineError(f"database URL {url!r}: dialect {eng.dialect.name} is not supported; use PostgreSQL or MySQL/MariaDB")
     if eng.dialect.name != "postgresql" and eng.dialect.driver != "pymysql":
@@ -453,8 +479,21 @@ def is_lock_busy(exc: BaseException) -> bool:
 
 def is_user_error(exc: BaseException) -> bool:
     """A one-line error raised on purpose by a stored function: PostgreSQL RAISE EXCEPTION
-    (SQLSTATE P0001), MySQL SIGNAL SQLSTATE '45000' (error 1644 ER_SIGNAL_EXCEPTION)."""
-    return error_code(exc) in ("P0001", 1644)
+    (SQLSTATE P0001), MySQL SIGNAL SQLSTATE '45000' (error 1644 ER_SIGNAL_EXCEPTION); or a row a
+    CHECK constraint refused: MariaDB 4025 ER_CONSTRAINT_FAILED (its JSON columns' JSON_VALID
+    and depth), MySQL 3819 ER_CHECK_CONSTRAINT_VIOLATED. PyMySQL reports all of these as an
+    OperationalError, though the database answered: bad input, not an outage."""
+    return error_code(exc) in ("P0001", 1644, 4025, 3819)
+
+
+# A statement cancelled for running past its time limit: PostgreSQL 57014 query_canceled
+# (statement_timeout), MariaDB 1969 ER_STATEMENT_TIMEOUT (max_statement_time), MySQL 3024
+# ER_QUERY_TIMEOUT (max_execution_time). The database answered: not an outage (is_unreachable).
+TIMEOUT = ("57014", 1969, 3024)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, dbapi_errors()) and error_code(exc) in TIMEOUT
 
 
 def error_message(exc: BaseException) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -251,3 +252,117 @@ def test_a_deadlock_is_one_line_that_says_to_run_the_command_again(orig, capsys)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert "run the command again" in lines[0] and "check that the database is up" not in lines[0]
+
+
+NOWHERE = "postgresql+psycopg://nobody@127.0.0.1:1/none"  # options are checked before it is reached
+
+
+@pytest.mark.parametrize("args", [("dags", "trigger", "man", "--logical-date", "0001-01-01T00:00+05:00"),
+                                  ("dags", "trigger", "man", "--logical-date", "9999-12-31T23:00-05:00"),
+                                  ("dags", "backfill", "man", "--start", "2026-01-01", "--end", "9999-12-31T23:00-05:00")])
+def test_a_date_whose_offset_leaves_python_s_range_is_out_of_range(args):
+    """astimezone(utc) of year 1 at +05:00 (or 9999-12-31 at -05:00) overflows: the same line as
+    any other date out of range, not a traceback."""
+    assert_one_line_error(engine(NOWHERE, *args), "is out of range", "use a date from 1970-01-01 to 2999-12-31")
+
+
+def test_an_empty_queues_option_is_refused_like_commas():
+    for queues in ("", ",,"):
+        assert_one_line_error(engine(NOWHERE, "worker", "--burst", "--queues", queues), "--queues names no queue")
+
+
+def test_a_config_file_not_utf8_or_with_a_huge_number_is_one_line(tmp_path):
+    from engine.config import load_config
+    from engine.errors import EngineError
+
+    cases = {"max_tis = 5\n".encode() + b"\xff\xfe\n": "not UTF-8 (byte 0xff at offset 12); save it as UTF-8",
+             f"scheduler_interval = 1{'0' * 400}\n".encode(): "scheduler_interval from ",  # int too large for a float
+             f"max_tis = 1{'0' * 5000}\n".encode(): "5001 digits; fix the TOML"}
+    for text, needle in cases.items():
+        path = tmp_path / "engine.toml"
+        path.write_bytes(text)
+        with pytest.raises(EngineError, match=re.escape(needle)) as err:
+            load_config({}, path)
+        assert "\n" not in str(err.value) and str(path) in str(err.value)
+    (tmp_path / "big.toml").write_text(f"scheduler_interval = 1{'0' * 400}\n")
+    r = engine(NOWHERE, "--config", str(tmp_path / "big.toml"), "config", "show")
+    assert_one_line_error(r, "is out of range; use a number more than 0 and at most 3600")
+
+
+@pytest.mark.parametrize("url, needle", [
+    ("postgresql://u@[::1", "is not valid"),
+    ("mysql+pymysql://root@127.0.0.1:1/../x", "names database '../x'"),
+    ("mysql+pymysql://root@127.0.0.1:1/..", "names database '..'"),
+    ("mysql+pymysql://root@127.0.0.1:1/a%60b", "names database 'a`b'"),
+    ("mysql+pymysql://root@127.0.0.1:1/a%5Cb", "names database 'a\\\\b'"),
+    ("mysql+pymysql://root@127.0.0.1:1/a%00b", "names database 'a\\x00b'"),
+    ("postgresql+psycopg://u:secret@127.0.0.1:1/x%00", "names database 'x\\x00'"),
+])
+def test_a_malformed_url_or_unsafe_database_name_is_one_line(url, needle):
+    """`engine db upgrade` used to create a MariaDB database named '../x'; a URL that does not
+    parse printed a traceback."""
+    r = engine(url, "db", "upgrade")
+    assert_one_line_error(r, needle)
+    assert "secret" not in r.stderr
+
+
+def test_database_names_the_servers_accept_are_kept():
+    from engine import db
+
+    for url in ("mysql+pymysql://root@127.0.0.1:3306/Engine-Prod_1", "postgresql+psycopg://u@h/../x",
+                "postgresql+psycopg://u@h/My DB.v2", "mysql+pymysql://root@127.0.0.1:3306"):
+        db.make_engine(url).dispose()
+
+
+def _one_error_line(command, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        command()
+    assert exit_.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_a_check_constraint_or_a_statement_timeout_is_not_told_as_an_outage(eng, dialect, capsys):
+    """MariaDB's 4025 (a CHECK constraint, e.g. JSON_VALID) and a cancelled statement (57014,
+    1969) arrive as OperationalError: they name what happened, not "check that the database is up"."""
+    import sqlalchemy as sa
+
+    from cli.common import handle_errors
+    from engine import db
+
+    def check_failure():
+        with eng.begin() as c:
+            c.exec_driver_sql("CREATE TEMPORARY TABLE IF NOT EXISTS chk (j TEXT CHECK (j <> 'bad'))")
+            c.exec_driver_sql("INSERT INTO chk VALUES ('bad')")
+
+    def timeout():
+        with eng.begin() as c:
+            if dialect == "postgresql":
+                c.exec_driver_sql("SET LOCAL statement_timeout = 10")
+                c.exec_driver_sql("SELECT pg_sleep(5)")
+            else:
+                c.exec_driver_sql("SET STATEMENT max_statement_time = 0.05 FOR SELECT SLEEP(5)")
+
+    for fn, needle in ((check_failure, "CONSTRAINT" if dialect == "mysql" else "violates check constraint"),
+                       (timeout, "took longer than its time limit")):
+        with pytest.raises(sa.exc.DBAPIError) as err:
+            fn()
+        assert not db.is_unreachable(err.value) and not db.is_transient(err.value)  # services: as before
+        line = _one_error_line(handle_errors(fn), capsys)
+        assert needle in line and "check that the database is up" not in line, line
+
+
+def test_text_the_driver_cannot_encode_is_one_line(eng, capsys):
+    """The safety net behind validate's UTF-8 checks: a lone surrogate reaching the driver."""
+    import sqlalchemy as sa
+
+    from cli.common import handle_errors
+
+    @handle_errors
+    def command():
+        with eng.begin() as c:
+            c.execute(sa.text("SELECT :x"), {"x": "bad\udcff"})
+
+    line = _one_error_line(command, capsys)
+    assert "'\\udcff'" in line and "UTF-8" in line, line
