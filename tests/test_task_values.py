@@ -156,9 +156,8 @@ class Refuses:
         return SimpleNamespace(scalar_one=lambda: {"register_job": 3, "finish_ti": "failed"}.get(name, True))
 
 
-@pytest.mark.parametrize("refuse_all", [False, True])
-def test_refused_twice_then_no_reason_then_given_up(monkeypatch, tmp_path, refuse_all):
-    fake = Refuses(refuse_all)
+def started_on(fake, monkeypatch, tmp_path) -> Worker:
+    """A started Worker whose database is the stand-in `fake` (its connect and run)."""
     monkeypatch.setattr(db, "connect", fake.connect)
     monkeypatch.setattr(db, "run", fake.run)
     cfg = SimpleNamespace(worker_queues="default", worker_concurrency=1, worker_poll_interval=0.01,
@@ -166,6 +165,13 @@ def test_refused_twice_then_no_reason_then_given_up(monkeypatch, tmp_path, refus
                           log_path=tmp_path)
     w = Worker(None, cfg)
     w.start()
+    return w
+
+
+@pytest.mark.parametrize("refuse_all", [False, True])
+def test_refused_twice_then_no_reason_then_given_up(monkeypatch, tmp_path, refuse_all):
+    fake = Refuses(refuse_all)
+    w = started_on(fake, monkeypatch, tmp_path)
     w.unreported = [Outcome(5, 1, 100, defer={"classpath": "m:C", "method": "r", "kwargs": {}, "timeout": None})]
     w._report_pending()
     assert not w.unreported  # never retried forever
@@ -194,13 +200,7 @@ def test_a_report_that_loses_the_connection_while_the_database_answers_is_refuse
     it forever (they were lost when the worker's job was declared dead): it is tried again at
     the next passes, then refused (the try fails with the reason) and the others go."""
     fake = DropsDefers()
-    monkeypatch.setattr(db, "connect", fake.connect)
-    monkeypatch.setattr(db, "run", fake.run)
-    cfg = SimpleNamespace(worker_queues="default", worker_concurrency=1, worker_poll_interval=0.01,
-                          heartbeat_interval=0.0, job_heartbeat_threshold=60.0, worker_shutdown_timeout=1.0,
-                          log_path=tmp_path)
-    w = Worker(None, cfg)
-    w.start()
+    w = started_on(fake, monkeypatch, tmp_path)
     w.unreported = [Outcome(5, 1, 100, defer={"classpath": "m:C", "method": "r", "kwargs": {}, "timeout": None}),
                     Outcome(6, 1, 100, defer={"classpath": "m:C", "method": "r", "kwargs": {}, "timeout": None}),
                     Outcome(7, 1, 0)]
