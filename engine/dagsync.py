@@ -77,10 +77,9 @@ def _outside_fix(folder: Path) -> str:
             "holds it; workers find task code under their own dags_folder")
 
 
-def check_in_folder(path: str | Path, dags_folder: str | Path) -> tuple[Path, Path]:
-    """The DAGs folder and ``path``, resolved. EngineError (one line) for a folder that is not one,
-    or a path, or a DAG file under it (a symbolic link), outside it: called before any file is
-    imported, so no code from outside the DAGs folder runs."""
+def _folder_and_root(path: str | Path, dags_folder: str | Path) -> tuple[Path, Path]:
+    """The DAGs folder and ``path``, resolved; EngineError (one line) for a folder that is not
+    one, or a path outside it."""
     folder = Path(dags_folder).expanduser().resolve()
     if not folder.is_dir():
         raise EngineError(f"the DAGs folder {folder} (setting dags_folder) is not a folder; create it or set "
@@ -88,6 +87,14 @@ def check_in_folder(path: str | Path, dags_folder: str | Path) -> tuple[Path, Pa
     root = Path(path).expanduser().resolve()
     if not root.is_relative_to(folder):
         raise EngineError(f"{root} is outside the DAGs folder {folder} (setting dags_folder); {_outside_fix(folder)}")
+    return folder, root
+
+
+def check_in_folder(path: str | Path, dags_folder: str | Path) -> tuple[Path, Path]:
+    """The DAGs folder and ``path``, resolved. EngineError (one line) for a folder that is not one,
+    or a path, or a DAG file under it (a symbolic link), outside it: called before any file is
+    imported, so no code from outside the DAGs folder runs."""
+    folder, root = _folder_and_root(path, dags_folder)
     for file in find_dag_files(root):
         if not file.resolve().is_relative_to(folder):  # a symbolic link out of the folder
             raise EngineError(f"DAG file {file} links to {file.resolve()}, outside the DAGs folder {folder}; "
@@ -98,8 +105,9 @@ def check_in_folder(path: str | Path, dags_folder: str | Path) -> tuple[Path, Pa
 def relative_to_folder(dags: list[dict], path: str | Path, dags_folder: str | Path) -> str:
     """Rewrite each DAG's fileloc as its path relative to `dags_folder` (POSIX separators);
     return the synced path relative to it ('' for the folder itself). EngineError (one line)
-    for a folder that is not one, or a path or file outside it."""
-    folder, root = check_in_folder(path, dags_folder)
+    for a folder that is not one, or a path or file outside it (the files were walked before
+    they were imported: check_in_folder; here each DAG's own file is checked)."""
+    folder, root = _folder_and_root(path, dags_folder)
     for d in dags:
         file = Path(d["fileloc"]).resolve()
         if not file.is_relative_to(folder):  # a symbolic link out of the folder
