@@ -30,9 +30,10 @@ def test_each_object_file_defines_the_object_it_is_named_after(dialect_dir):
         assert procedures.object_kind(dialect_dir, name, path.read_text()) in ("function", "procedure", "view")
 
 
-# Objects of one dialect only, each with its dialect and the reason (each file says it too; none
-# since stamp_scheduled_v1 got its MySQL/MariaDB form in revision 0030).
-DIALECT_ONLY: dict[str, str] = {}
+# Objects of one dialect only, each with its dialect and the reason (each file says it too).
+# stamp_scheduled_v2: only MySQL/MariaDB's writers read their pool's skip entry (PostgreSQL's
+# stamp a transaction id and read nothing), and only that read changed (revision 0043).
+DIALECT_ONLY: dict[str, str] = {"stamp_scheduled_v2.sql": "mysql"}
 
 
 def test_both_dialects_have_the_same_objects_and_named_queries():
@@ -194,10 +195,12 @@ def _recorded_objects_intact(conn) -> None:
     assert procedures.installed_routines(conn) == {r.name for r in rows if r.kind != "view"}
 
 
-def test_revision_0035_drops_the_skip_entries_made_before_it_on_mysql(eng):
-    """queue_tis_v15-v17's entries could hide a TI (queue_tis_v18 fixed it): upgrading past 0035
-    leaves MySQL/MariaDB with none, to be made again by v18; PostgreSQL's stay."""
-    migrate.downgrade(eng, "0034")
+@pytest.mark.parametrize("before", ["0034", "0042"])
+def test_revisions_0035_and_0043_drop_the_skip_entries_made_before_them_on_mysql(eng, before):
+    """queue_tis_v15-v17's entries could hide a TI (queue_tis_v18 fixed it), and so could any
+    entry while writers read it as stamp_scheduled_v1 did (v2 fixed it): upgrading past 0035 and
+    past 0043 leaves MySQL/MariaDB with none, to be made again by v18; PostgreSQL's stay."""
+    migrate.downgrade(eng, before)
     pg = db.dialect_dir(eng) == "postgresql"
     with eng.begin() as c:
         c.execute(sa.text(f"INSERT INTO queue_skip (pool, b_pw, b_after, b_map, b_id{', seen_xmin' if pg else ''}) "

@@ -469,3 +469,93 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
     assert call_skip(sk, 1, skip_min=32) == [101]
     with sk.connect() as c:
         assert c.execute(sa.text("SELECT COUNT(*) FROM task_instance WHERE state = 'queued'")).scalar() == 3
+
+
+def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti(sk):
+    """MySQL/MariaDB: a writer's statement that read a table before it wrote a scheduled TI (a
+    subquery: InnoDB opens the statement's read view there) waits for the gate of a call making
+    an entry; once the call commits, the trigger must see the new entry and log the TI."""
+    if db.dialect_dir(sk) != "mysql":
+        pytest.skip("the gate row is MySQL/MariaDB's")
+    _blocked_head(sk)
+    caller = sk.connect()
+    ctx = caller.begin()
+    caller.execute(sa.text("SET @engine_skip_min = 32"))
+    assert [r.ti_id for r in caller.execute(sa.text("CALL queue_tis_v18(1, NULL, :now, 2)"), {"now": T0})] == [100]
+    outcome = {}
+
+    def write():
+        with sk.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = "
+                              "(SELECT id FROM (SELECT max(id) AS id FROM task_instance WHERE id = 104) x)"))
+        outcome["done"] = True
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        with sk.connect() as c:
+            deadline = time.monotonic() + 40
+            while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                                    "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
+                assert writer.is_alive() and time.monotonic() < deadline, outcome
+                time.sleep(0.2)
+        ctx.commit()
+    finally:
+        caller.close()
+        writer.join(60)
+    assert outcome == {"done": True}
+    assert list(entries(sk)) == ["p"]
+    assert call_skip(sk, 1, skip_min=32) == [104]
+
+
+def _flag(eng) -> bool:
+    with eng.connect() as c:
+        return bool(c.execute(sa.text("SELECT has_entry FROM queue_skip_gate WHERE pool = 'p'")).scalar())
+
+
+def _log(eng) -> list[int]:
+    with eng.connect() as c:
+        return sorted(c.execute(sa.text("SELECT ti_id FROM queue_skip_log")).scalars())
+
+
+def test_the_gate_flag_is_set_with_every_entry_and_cleared_when_the_gate_is_free(sk):
+    """MySQL/MariaDB: queue_skip_gate.has_entry, what writers read (stamp_scheduled_v2), is set
+    when an entry is made and cleared when it is dropped, unless a writer holds the gate then: it
+    stays set (never unset while an entry exists), writers log their TIs until the pool's next
+    entry is dropped, and each call deletes those log rows."""
+    if db.dialect_dir(sk) != "mysql":
+        pytest.skip("the gate row is MySQL/MariaDB's")
+    _blocked_head(sk)
+
+    def finish(*ids):
+        with sk.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET state = 'success' WHERE id IN :ids").bindparams(
+                sa.bindparam("ids", expanding=True)), {"ids": list(ids)})
+
+    assert call_skip(sk, 1, skip_min=32) == [100]
+    assert list(entries(sk)) == ["p"] and _flag(sk)
+    finish(1)                                         # run 1 gets room: the entry is dropped
+    assert call_skip(sk, 1, skip_min=32) == [2]
+    assert entries(sk) == {} and not _flag(sk)
+    assert call_skip(sk, 1, skip_min=32) == [101]     # run 1 full again (2 queued): made again
+    assert list(entries(sk)) == ["p"] and _flag(sk)
+    writer = sk.connect()                             # a writer of pool p holds its gate
+    tx = writer.begin()
+    writer.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                           "priority_weight, pool, pool_slots, queue, executor, run_after) VALUES (200, 2, 'b', "
+                           "'run2', 't', 200, 'scheduled', 1, 'p', 1, 'default', 'default', :t)"), {"t": T0})
+    try:
+        finish(2)
+        assert call_skip(sk, 1, skip_min=32) == [3]   # dropped, but the gate is held: still set
+        assert entries(sk) == {} and _flag(sk)
+    finally:
+        tx.commit()
+        writer.close()
+    with sk.begin() as c:                             # written with no entry: logged all the same
+        c.execute(sa.text("UPDATE task_instance SET priority_weight = 2 WHERE id = 104"))
+    assert _log(sk) == [104, 200]
+    assert call_skip(sk, 1, skip_min=32) == [104]     # run 1 full (3 queued): made again
+    assert _log(sk) == [] and list(entries(sk)) == ["p"] and _flag(sk)
+    finish(3)
+    assert call_skip(sk, 1, skip_min=32) == [4]       # dropped with the gate free: cleared
+    assert entries(sk) == {} and not _flag(sk)
