@@ -278,3 +278,76 @@ def test_a_scheduler_on_a_queue_tis_that_does_not_fold_folds_in_a_step_of_its_ow
         assert left == 0 if pins else left > 0
         assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []
     sched.stop()
+
+
+WAITING = {  # the session `pid` waits for a lock
+    "postgresql": "SELECT count(*) FROM pg_locks WHERE pid = :pid AND NOT granted",
+    "mysql": "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = :pid "
+             "AND trx_state = 'LOCK WAIT'"}
+SESSION_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
+
+
+@pytest.mark.parametrize("first", ["pool", "ti"])
+@pytest.mark.parametrize("flag, move", [(True, "running->deferred"), (True, "deferred->running"),
+                                        (False, "running->deferred"), (False, "deferred->running"),
+                                        (True, "insert deferred")])
+def test_a_ti_entering_or_leaving_deferred_while_its_pool_flag_changes_is_counted_once(eng, first, flag, move):
+    """Two transactions at once: one sets pool p2's include_deferred to `flag`, the other moves a TI
+    of p2 into or out of `deferred` (or inserts it deferred); either starts first and holds its
+    transaction open while the other runs. Whichever order, the counters equal the recount once
+    both committed. (Before revision 0044 a TI entering `deferred` while the flag's change was open
+    read the old flag and the change's count missed it: usage_drift had 5 rows.) The second one
+    waits for the first, or runs through: the test waits for either, never for a time."""
+    import threading
+
+    dialect = db.dialect_dir(eng)
+    old_state, new_state = ("deferred", "running") if move == "deferred->running" else ("running", "deferred")
+    with eng.begin() as c:
+        setup(c)
+        c.execute(sa.text("UPDATE pool SET include_deferred = :f WHERE name = 'p2'"), {"f": not flag})
+        if move != "insert deferred":
+            c.execute(sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                              "priority_weight, pool, pool_slots, queue, executor, run_after) VALUES (1, 2, 'd', "
+                              "'r2', 'u', 0, :s, 1, 'p2', 2, 'default', 'default', '2026-01-01')"), {"s": old_state})
+    change_pool = sa.text("UPDATE pool SET include_deferred = :f WHERE name = 'p2'").bindparams(f=flag)
+    move_ti = (sa.text("INSERT INTO task_instance (id, dag_run_id, dag_id, run_id, task_id, map_index, state, "
+                       "priority_weight, pool, pool_slots, queue, executor, run_after) VALUES (1, 2, 'd', 'r2', 'u', "
+                       "0, 'deferred', 1, 'p2', 2, 'default', 'default', '2026-01-01')")
+               if move == "insert deferred" else
+               sa.text("UPDATE task_instance SET state = :s WHERE id = 1").bindparams(s=new_state))
+    held, second = (change_pool, move_ti) if first == "pool" else (move_ti, change_pool)
+    outcome = {}
+
+    def run_second():
+        try:
+            with eng.connect() as c:
+                outcome["pid"] = c.execute(sa.text(SESSION_ID[dialect])).scalar()
+                c.commit()
+                c.execute(second)
+                c.commit()
+            outcome["done"] = True
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            outcome["error"] = exc
+
+    holder = eng.connect()
+    tx = holder.begin()
+    holder.execute(held)
+    thread = threading.Thread(target=run_second)
+    thread.start()
+    try:
+        with eng.connect() as c:   # the second one waits for the first, or has run through
+            while thread.is_alive():
+                pid = outcome.get("pid")
+                if pid is not None and c.execute(sa.text(WAITING[dialect]), {"pid": pid}).scalar():
+                    break
+                c.rollback()
+                thread.join(0.2)   # (INNODB_TRX is refreshed only when last read 0.1 s ago or more)
+        tx.commit()
+    finally:
+        holder.close()
+        thread.join(60)
+    assert outcome.get("done"), outcome
+    with eng.begin() as c:
+        assert drift(c) == []
+        fold(c)
+        assert drift(c) == []
