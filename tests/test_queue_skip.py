@@ -409,6 +409,18 @@ def test_transaction_ids_from_another_cluster_drop_the_entries(pg_only):
                                  "pg_snapshot_xmax(pg_current_snapshot())::text::bigint")).scalar() == 0
 
 
+def until_a_lock_wait(sk, thread, outcome) -> None:
+    """MySQL/MariaDB: until some transaction waits for a lock, while `thread` is alive (40 s at
+    most). (INNODB_TRX is a cache the server refreshes only when it was last read 0.1 s ago or
+    more: polled faster, it never shows the wait.)"""
+    with sk.connect() as c:
+        deadline = time.monotonic() + 40
+        while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                                "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
+            assert thread.is_alive() and time.monotonic() < deadline, outcome
+            time.sleep(0.2)
+
+
 def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_nothing(sk):
     """MySQL/MariaDB: a call that makes an entry holds its pool's gate row exclusively until it
     commits, and its final UPDATE locks the TIs it queues; a writer that holds one of those TIs
@@ -435,13 +447,7 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
     caller.start()
     try:
         # The call waits for TI 100 once it holds the gate and made the entry (its final UPDATE).
-        # (INNODB_TRX is a cache the server refreshes only when it was last read 0.1 s ago or more.)
-        with sk.connect() as c:
-            deadline = time.monotonic() + 40
-            while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                                    "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
-                assert caller.is_alive() and time.monotonic() < deadline, outcome
-                time.sleep(0.2)
+        until_a_lock_wait(sk, caller, outcome)
         writer_error = None
         try:
             writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
@@ -493,12 +499,7 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        with sk.connect() as c:
-            deadline = time.monotonic() + 40
-            while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                                    "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
-                assert writer.is_alive() and time.monotonic() < deadline, outcome
-                time.sleep(0.2)
+        until_a_lock_wait(sk, writer, outcome)   # (the writer waits for the gate)
         ctx.commit()
     finally:
         caller.close()
