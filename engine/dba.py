@@ -159,7 +159,7 @@ def explain(eng, procedure: str, given: dict[str, object], defaults: dict[str, o
     try:
         return run(eng.execution_options(engine_calls=calls.moves(dialect, chosen)), name, call, params, timeout_ms)
     except sa.exc.DBAPIError as exc:
-        if db.error_code(exc) in ("57014", 1969):  # statement_timeout, max_statement_time
+        if db.is_timeout(exc):  # statement_timeout, max_statement_time
             raise EngineError(f"{call} ran longer than --timeout {timeout_ms / 1000:g} s; raise --timeout") from None
         raise
 
