@@ -200,6 +200,12 @@ def _coerce(setting: Setting, raw: object, source: str) -> object:
     return value
 
 
+def check(name: str, raw: object, source: str) -> object:
+    """``raw`` as setting ``name`` takes it, or a one-line EngineError naming ``source``: a value
+    given elsewhere (``engine db explain --arg``) that stands for a setting keeps to its range."""
+    return _coerce(BY_NAME[name], raw, source)
+
+
 def load_config(overrides: dict[str, object] | None = None, toml_path: str | Path | None = None) -> Config:
     """Resolve every setting. ``overrides`` are command-line options (None means not given)."""
     named = toml_path or os.environ.get("ENGINE_CONFIG")

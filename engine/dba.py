@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from engine import calls, db, procedures, validate
+from engine import calls, config, db, procedures, validate
 from engine.errors import EngineError
 
 
@@ -117,6 +117,11 @@ def parse_arg(text: str) -> tuple[str, object]:
 # Parameters a named query may leave out: the database's clock, no job, the settings' sizes.
 OPTIONAL = {"now": None, "job_id": None, "aging_rate": 0.0, "aging_cap": 1, "reserve_after": 0.0}
 
+# Parameters that stand for a setting: an --arg keeps to the range the services could pass (the
+# procedures are written for it: queue_tis_v18 overflows a 32-bit integer past it on PostgreSQL).
+SETTING_OF = {"max_tis": "max_tis", "batch": "schedule_batch", "aging_rate": "priority_aging",
+              "aging_cap": "priority_aging_cap", "reserve_after": "reserve_after"}
+
 
 def target(dialect: str, procedure: str) -> tuple[str, int | None]:
     """'queue_tis' or 'queue_tis_v1' as (named query, version or None for the one called)."""
@@ -154,6 +159,9 @@ def explain(eng, procedure: str, given: dict[str, object], defaults: dict[str, o
         chosen = calls.resolve(conn, {**(pins or {}), **({name: version} if version is not None else {})})
         call = f"{name}_v{chosen[name] if called in (None, calls.shipped(dialect)[name]) else called}"
         _check_integers(conn, dialect, call, given)
+    for key, setting in SETTING_OF.items():
+        if params.get(key) is not None:
+            params[key] = config.check(setting, params[key], f"--arg {key}")
     run = _explain_postgresql if dialect == "postgresql" else _explain_mysql
     timeout_ms = max(1, round(timeout_s * 1000))  # statement_timeout = 0 would mean no limit at all
     try:

@@ -197,6 +197,15 @@ def test_db_explain_shows_each_statement_inside_and_changes_nothing(eng):
     ("queue_tis", {"max_tis": 99999999999999999},
      "--arg max_tis=99999999999999999 is out of range: queue_tis_v"),
     ("queue_tis", {"max_tis": 1, "job_id": -(1 << 63) - 1}, f"--arg job_id={-(1 << 63) - 1} is out of range: queue_tis_v"),
+    # A parameter that stands for a setting keeps to the setting's range (2147483647 fits the
+    # parameter, and overflowed inside queue_tis on PostgreSQL).
+    ("queue_tis", {"max_tis": 2147483647},
+     "setting max_tis from --arg max_tis: 2147483647 is out of range; use an integer from 1 to 100000"),
+    ("queue_tis", {"max_tis": 1.5}, "setting max_tis from --arg max_tis: 1.5 is not an integer"),
+    ("queue_tis", {"max_tis": 1, "aging_cap": 0},
+     "setting priority_aging_cap from --arg aging_cap: 0 is out of range; use an integer from 1 to 1000000"),
+    ("queue_tis", {"max_tis": 1, "aging_rate": -1.0}, "setting priority_aging from --arg aging_rate: -1.0 is out of range"),
+    ("schedule_tis", {"batch": 0}, "setting schedule_batch from --arg batch: 0 is out of range"),
 ])
 def test_db_explain_bad_input_is_one_line(module_db_url, procedure, args, message):
     eng = db.make_engine(module_db_url)
