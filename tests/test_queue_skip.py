@@ -166,6 +166,17 @@ def _blocked_head(sk, n_blocked: int = 40) -> World:
     return w
 
 
+# A writer that makes TI 104 scheduled ahead of everyone (priority 10), from `none`, as
+# schedule_tis writes TIs: _unschedule_104 first. (Changing the priority of a TI that is scheduled
+# already would wait for the queue lock instead: trigger guard_scheduled, tests/test_hand_edits.py.)
+WRITE_104 = "UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = 104"
+
+
+def _unschedule_104(sk) -> None:
+    with sk.begin() as c:
+        c.execute(sa.text("UPDATE task_instance SET state = 'none' WHERE id = 104"))
+
+
 def test_an_entry_is_made_for_a_refused_head_and_dropped_when_its_run_gets_room(sk):
     _blocked_head(sk)
     assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
@@ -252,14 +263,15 @@ def test_a_ti_written_by_a_transaction_open_during_the_call_is_read_by_the_next(
 
 
 def test_no_entry_hides_a_ti_whose_writer_was_open_when_it_would_have_been_made(sk):
-    """A writer moved TI 104 ahead of the refused head (priority 10) and had not committed when a
+    """A writer made TI 104 scheduled ahead of the refused head (priority 10) and had not committed when a
     call found 40 refused TIs to make an entry of. PostgreSQL makes it (its xmin is held back by
     the open writer); MySQL/MariaDB makes none while the writer holds the pool's gate row. Either
     way the next call, after the commit, queues 104 first."""
     _blocked_head(sk)
+    _unschedule_104(sk)
     writer = sk.connect()
     tx = writer.begin()
-    writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    writer.execute(sa.text(WRITE_104))
     try:
         assert call_skip(sk, 1, skip_min=32) == [100]
         assert list(entries(sk)) == (["p"] if db.dialect_dir(sk) == "postgresql" else [])
@@ -287,7 +299,7 @@ IN_REFUSED_HEAD_READ = {  # the statement of step 1', as the server shows it whi
 
 
 def test_a_writer_that_commits_while_the_call_reads_the_refused_head_is_not_hidden(sk):
-    """A writer moved TI 104 ahead of the refused head (priority 10) and commits while a call is
+    """A writer made TI 104 scheduled ahead of the refused head (priority 10) and commits while a call is
     re-reading that head to make an entry of it (MySQL/MariaDB: step 1', seen in PROCESSLIST; the
     call's page read missed 104), or, on PostgreSQL, whose server shows only the outer statement,
     at some moment of the call. The entry must not cover 104: PostgreSQL's covers TIs of
@@ -298,9 +310,10 @@ def test_a_writer_that_commits_while_the_call_reads_the_refused_head_is_not_hidd
     dialect = db.dialect_dir(sk)
     with sk.begin() as c:
         c.execute(sa.text(MANY_REFUSED[dialect]), {"n": 30000, "t": T0})
+    _unschedule_104(sk)
     writer = sk.connect()
     tx = writer.begin()
-    writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+    writer.execute(sa.text(WRITE_104))
     outcome = {}
 
     def call():
@@ -427,11 +440,12 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
     (a locking read, as an operator's command takes) and then writes a scheduled TI of that pool
     waits for the gate. Each waits for the other: InnoDB breaks the cycle with error 1213 on one
     side (services treat it as transient and retry next pass). Whichever side it picked, one retry
-    of it leaves the greedy answer whole: 100 queued once, and 104 (moved ahead of the entry's
+    of it leaves the greedy answer whole: 100 queued once, and 104 (made scheduled ahead of the entry's
     bound by the writer) found by the next call."""
     if db.dialect_dir(sk) != "mysql":
         pytest.skip("the gate row is MySQL/MariaDB's (PostgreSQL's entries take no lock of writers)")
     _blocked_head(sk)
+    _unschedule_104(sk)
     writer = sk.connect()
     tx = writer.begin()
     writer.execute(sa.text("SELECT id FROM task_instance WHERE id = 100 FOR UPDATE")).all()
@@ -450,7 +464,7 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
         until_a_lock_wait(sk, caller, outcome)
         writer_error = None
         try:
-            writer.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+            writer.execute(sa.text(WRITE_104))
             tx.commit()
         except sa.exc.DBAPIError as exc:
             writer_error = db.error_code(exc)
@@ -465,7 +479,7 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
     if writer_error is not None:   # the writer retries; the call had queued 100 and made the entry
         assert outcome["ids"] == [100] and list(entries(sk)) == ["p"]
         with sk.begin() as c:
-            c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = 104"))
+            c.execute(sa.text(WRITE_104))
     else:                          # the call rolled back whole: nothing queued, no entry
         assert list(entries(sk)) == []
         assert call_skip(sk, 1, skip_min=32) == [104]   # the writer's TI, now ahead of everyone
@@ -484,6 +498,7 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
     if db.dialect_dir(sk) != "mysql":
         pytest.skip("the gate row is MySQL/MariaDB's")
     _blocked_head(sk)
+    _unschedule_104(sk)
     caller = sk.connect()
     ctx = caller.begin()
     caller.execute(sa.text("SET @engine_skip_min = 32"))
@@ -492,7 +507,7 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
 
     def write():
         with sk.begin() as c:
-            c.execute(sa.text("UPDATE task_instance SET priority_weight = 10 WHERE id = "
+            c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = "
                               "(SELECT id FROM (SELECT max(id) AS id FROM task_instance WHERE id = 104) x)"))
         outcome["done"] = True
 
