@@ -266,6 +266,38 @@ def test_preempt_does_not_wait_for_a_victim_a_heartbeat_holds(eng, cfg, tmp_path
     assert sql(eng, "SELECT reason FROM pool_reservation WHERE ti_id = :i", i=high.id)[0][0] == "preemption"
 
 
+@pytest.mark.parametrize("action, final", [("mark_success", "success"), ("mark_failed", "failed")])
+def test_a_heartbeat_and_an_operators_change_of_a_preempting_ti_at_once(eng, action, final):
+    """The worker's heartbeat no longer lists the preempted try while an operator's mark of that
+    TI is open: the heartbeat waits for it and then leaves the TI as marked. (MySQL/MariaDB's
+    heartbeat_v3 read the TI `preempting` without a lock, waited in its final UPDATE and then put
+    the marked TI back to `scheduled`, to run again; heartbeat_v4, revision 0046, locks it as it
+    picks it, as PostgreSQL's v3 does.)"""
+    from tests.test_hand_edits import start_in_thread, until_waiting_or_done
+    load_world(eng, _world(1, [TI(1, "d", 1, "t", 0, "running", 1, "p", 1)]))
+    with db.connect(eng) as c:
+        job = db.run(c, "register_job", kind="worker", hostname="w", pid=1).scalar_one()
+    sql(eng, "UPDATE task_instance SET state = 'preempting', worker_job_id = :j WHERE id = 1", j=job)
+    operator = eng.connect()
+    tx = operator.begin()
+    db.run(operator, "set_ti_state", dag_id="d", run_id="run1", task_id="t", map_index=None, new_state=final,
+           action=action, reason=None, now=None).all()
+    outcome: dict = {}
+    try:
+        hb = start_in_thread(eng, lambda c: db.run(c, "worker_heartbeat", job_id=job, running="[]", now=None).all(),
+                             outcome, "hb")
+        until_waiting_or_done(eng, hb, outcome, "hb")
+        tx.commit()
+    finally:
+        operator.close()
+        hb.join(60)
+    assert not isinstance(outcome.get("hb"), Exception), outcome
+    row = sql(eng, "SELECT state, max_tries FROM task_instance WHERE id = 1")[0]
+    assert tuple(row) == (final, 0), outcome
+    moves = sql(eng, "SELECT action, from_state, to_state FROM state_change WHERE ti_id = 1 ORDER BY id")
+    assert [tuple(m) for m in moves] == [(action, "preempting", final)]
+
+
 # --- wide TIs and aging: the queue_tis named query on worlds written directly ----------------
 
 def _world(pool_slots: int, tis: list[TI]) -> World:
