@@ -13,7 +13,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+import sqlalchemy as sa
 
 from cli.main import main as engine_cli
 from engine import db
@@ -352,3 +354,39 @@ def test_dags_test_and_tasks_test(db_url, eng, cfg, tmp_path):
     out = ok(cli(db_url, "dags", "test", "plain", "--logical-date", "2026-03-01"))
     assert "== x try 1: success" in out and "== y try 1: success" in out and ": success in" in out
     assert sql(eng, "SELECT state, logical_date FROM dag_run WHERE dag_id = 'plain'")[0][0] == "success"
+
+
+def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_first(eng):
+    """A clear of run1 waits for TI 1's row (held by another transaction); meanwhile a worker
+    registers and starts TI 2. When the clear gets there, TI 2 runs under a live worker: it goes
+    to `restarting` (the worker stops the try first), not to `none`, which would let a second
+    try start beside the first. (PostgreSQL's clear_tis_v2 read the worker's job from the
+    snapshot its cursor took before the wait, where the new worker did not exist: `none`;
+    clear_tis_v3, revision 0047, reads it after the TI is locked.)"""
+    from tests.reference import TI, World
+    from tests.test_hand_edits import start_in_thread, until_waiting_or_done
+    from tests.world import load_world
+    if db.dialect_dir(eng) == "mysql":
+        pytest.skip("MySQL/MariaDB's clear holds TI 2 already while it waits for TI 1 (no worker can start it)")
+    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
+                          dags={"d": (None, False)}, tasks={("d", "t"): (None, None)}, runs={1: ("d", "running", 0)},
+                          tis=[TI(1, "d", 1, "t", 0, "success", 1, "default_pool", 1),
+                               TI(2, "d", 1, "t", 1, "queued", 1, "default_pool", 1)]))
+    holder = eng.connect()
+    tx = holder.begin()
+    holder.execute(sa.text("SELECT id FROM task_instance WHERE id = 1 FOR UPDATE")).all()
+    outcome: dict = {}
+    try:
+        clear = start_in_thread(eng, lambda c: {r.ti_id: r.new_state for r in db.run(
+            c, "clear_tis", dag_id="d", run_id="run1", task_regex=None, downstream=False, upstream=False,
+            only_failed=False, dry_run=False, reason="op", now=None).all()}, outcome, "clear")
+        assert until_waiting_or_done(eng, clear, outcome, "clear"), outcome   # at TI 1
+        with db.connect(eng) as c:
+            job = db.run(c, "register_job", kind="worker", hostname="w2", pid=2).scalar_one()
+        sql(eng, "UPDATE task_instance SET state = 'running', try_number = 1, worker_job_id = :j WHERE id = 2", j=job)
+        tx.commit()
+    finally:
+        holder.close()
+        clear.join(60)
+    assert outcome.get("clear") == {1: "none", 2: "restarting"}, outcome
+    assert sql(eng, "SELECT state, worker_job_id FROM task_instance WHERE id = 2")[0] == ("restarting", job)
