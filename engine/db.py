@@ -146,11 +146,16 @@ MYSQL_DATABASE_RULE = re.compile(r"[^/\\.`\x00-\x1f\x7f\ud800-\udfff]{1,64}(?<! 
 PG_DATABASE_RULE = re.compile(r"[^\x00\ud800-\udfff]*")
 
 
+def safe_database_name(name: str | None, mysql: bool) -> bool:
+    """Whether the server can safely hold database `name` (none: the URL names no database)."""
+    return not name or bool((MYSQL_DATABASE_RULE if mysql else PG_DATABASE_RULE).fullmatch(name))
+
+
 def check_url_database(url) -> None:
     """Refuse a URL (sqlalchemy URL) whose database name the server cannot safely hold."""
     name = url.database
     mysql = is_mysql_url(url.drivername)
-    if not name or (MYSQL_DATABASE_RULE if mysql else PG_DATABASE_RULE).fullmatch(name):
+    if safe_database_name(name, mysql):
         return
     rule = ("without '/', '\\', '.', '`', control characters or a trailing space, at most 64 characters"
             if mysql else "without NUL characters, in UTF-8")

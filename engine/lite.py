@@ -66,7 +66,7 @@ def open(url: str, schema: str | None = None) -> "Engine | None":
                                 ("host", parts.hostname), ("port", port)) if v is not None}
     kwargs = {k: unquote(v) if isinstance(v, str) else v for k, v in kwargs.items()}
     database = unquote(parts.path.lstrip("/")) or None
-    if database and not (db.MYSQL_DATABASE_RULE if dialect == "mysql" else db.PG_DATABASE_RULE).fullmatch(database):
+    if not db.safe_database_name(database, dialect == "mysql"):
         return None  # (a name the server cannot safely hold: SQLAlchemy's path refuses it in one line)
     if schema:
         db.check_schema(schema)
