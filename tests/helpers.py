@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -135,3 +136,39 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+WAITING = {  # the session `pid` waits for a lock
+    "postgresql": "SELECT count(*) FROM pg_locks WHERE pid = :pid AND NOT granted",
+    "mysql": "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = :pid "
+             "AND trx_state = 'LOCK WAIT'"}
+SESSION_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
+
+
+def start_in_thread(eng, target, outcome: dict, key: str) -> threading.Thread:
+    """`target(conn)` on its own connection in a thread; outcome[key] its result or error,
+    outcome[key + '_pid'] its session id (before it starts)."""
+    def run():
+        try:
+            with eng.connect() as c:
+                outcome[key + "_pid"] = c.execute(sa.text(SESSION_ID[db.dialect_dir(eng)])).scalar()
+                c.commit()
+                outcome[key] = target(c)
+                c.commit()
+        except Exception as exc:  # noqa: BLE001 - judged by the test
+            outcome[key] = exc
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def until_waiting_or_done(eng, thread, outcome: dict, pid_key: str) -> bool:
+    """Until the session outcome[pid_key] waits for a lock (True) or the thread ended (False)."""
+    with eng.connect() as c:
+        while thread.is_alive():
+            pid = outcome.get(pid_key)
+            if pid is not None and c.execute(sa.text(WAITING[db.dialect_dir(eng)]), {"pid": pid}).scalar():
+                return True
+            c.rollback()
+            thread.join(0.2)   # (INNODB_TRX is refreshed only when last read 0.1 s ago or more)
+    return False

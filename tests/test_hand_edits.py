@@ -8,49 +8,18 @@ an edit take the queue lock's row shared, so it waits for a call in flight and c
 """
 from __future__ import annotations
 
-import threading
-
 import pytest
 import sqlalchemy as sa
 
 from engine import db
+from tests.helpers import start_in_thread, until_waiting_or_done
 from tests.reference import TI
-from tests.test_usage_counters import SESSION_ID, WAITING
 from tests.world import call_queue_tis, load_one_run
 
 # A: room for both scheduled TIs; B: one slot, held by TI 1.
 WORLD = [TI(1, "d", 1, "t", 0, "running", 1, "B", 1), TI(2, "d", 1, "t", 1, "scheduled", 10, "A", 1),
          TI(3, "d", 1, "t", 2, "scheduled", 5, "A", 1)]
 POOLS = {"A": (10, False), "B": (1, False)}
-
-
-def start_in_thread(eng, target, outcome: dict, key: str) -> threading.Thread:
-    """`target(conn)` on its own connection in a thread; outcome[key] its result or error,
-    outcome[key + '_pid'] its session id (before it starts)."""
-    def run():
-        try:
-            with eng.connect() as c:
-                outcome[key + "_pid"] = c.execute(sa.text(SESSION_ID[db.dialect_dir(eng)])).scalar()
-                c.commit()
-                outcome[key] = target(c)
-                c.commit()
-        except Exception as exc:  # noqa: BLE001 - judged by the test
-            outcome[key] = exc
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
-def until_waiting_or_done(eng, thread, outcome: dict, key: str) -> bool:
-    """Until the thread's session waits for a lock (True) or the thread ended (False)."""
-    with eng.connect() as c:
-        while thread.is_alive():
-            pid = outcome.get(key + "_pid")
-            if pid is not None and c.execute(sa.text(WAITING[db.dialect_dir(eng)]), {"pid": pid}).scalar():
-                return True
-            c.rollback()
-            thread.join(0.2)   # (INNODB_TRX is refreshed only when last read 0.1 s ago or more)
-    return False
 
 
 def _pool_use(eng) -> dict:
@@ -75,10 +44,10 @@ def test_moving_a_ti_the_call_in_flight_is_queuing_never_exceeds_its_new_pool(en
     try:
         call = start_in_thread(eng, lambda c: [r.ti_id for r in call_queue_tis(c, max_tis=8, job_id=None, now=None)],
                       outcome, "call")
-        assert until_waiting_or_done(eng, call, outcome, "call"), outcome  # at TI 2, in its final UPDATE
+        assert until_waiting_or_done(eng, call, outcome, "call_pid"), outcome  # at TI 2, in its final UPDATE
         edit = start_in_thread(eng, lambda c: c.execute(sa.text(
             "UPDATE task_instance SET pool = 'B' WHERE id = 3 AND state = 'scheduled'")).rowcount, outcome, "edit")
-        until_waiting_or_done(eng, edit, outcome, "edit")
+        until_waiting_or_done(eng, edit, outcome, "edit_pid")
         tx.rollback()
     finally:
         blocker.close()
@@ -123,7 +92,7 @@ def test_an_edit_of_what_a_call_decides_on_waits_for_the_queue_lock(eng, change,
     try:
         edit = start_in_thread(eng, lambda c: c.execute(sa.text(f"UPDATE task_instance SET {change} WHERE id = 3")).rowcount,
                       outcome, "edit")
-        assert until_waiting_or_done(eng, edit, outcome, "edit") == guarded, outcome
+        assert until_waiting_or_done(eng, edit, outcome, "edit_pid") == guarded, outcome
     finally:
         tx.rollback()
         holder.close()

@@ -364,7 +364,7 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
     snapshot its cursor took before the wait, where the new worker did not exist: `none`;
     clear_tis_v3, revision 0047, reads it after the TI is locked.)"""
     from tests.reference import TI, World
-    from tests.test_hand_edits import start_in_thread, until_waiting_or_done
+    from tests.helpers import start_in_thread, until_waiting_or_done
     from tests.world import load_world
     if db.dialect_dir(eng) == "mysql":
         pytest.skip("MySQL/MariaDB's clear holds TI 2 already while it waits for TI 1 (no worker can start it)")
@@ -380,7 +380,7 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
         clear = start_in_thread(eng, lambda c: {r.ti_id: r.new_state for r in db.run(
             c, "clear_tis", dag_id="d", run_id="run1", task_regex=None, downstream=False, upstream=False,
             only_failed=False, dry_run=False, reason="op", now=None).all()}, outcome, "clear")
-        assert until_waiting_or_done(eng, clear, outcome, "clear"), outcome   # at TI 1
+        assert until_waiting_or_done(eng, clear, outcome, "clear_pid"), outcome   # at TI 1
         with db.connect(eng) as c:
             job = db.run(c, "register_job", kind="worker", hostname="w2", pid=2).scalar_one()
         sql(eng, "UPDATE task_instance SET state = 'running', try_number = 1, worker_job_id = :j WHERE id = 2", j=job)

@@ -273,7 +273,7 @@ def test_a_heartbeat_and_an_operators_change_of_a_preempting_ti_at_once(eng, act
     heartbeat_v3 read the TI `preempting` without a lock, waited in its final UPDATE and then put
     the marked TI back to `scheduled`, to run again; heartbeat_v4, revision 0046, locks it as it
     picks it, as PostgreSQL's v3 does.)"""
-    from tests.test_hand_edits import start_in_thread, until_waiting_or_done
+    from tests.helpers import start_in_thread, until_waiting_or_done
     load_world(eng, _world(1, [TI(1, "d", 1, "t", 0, "running", 1, "p", 1)]))
     with db.connect(eng) as c:
         job = db.run(c, "register_job", kind="worker", hostname="w", pid=1).scalar_one()
@@ -286,7 +286,7 @@ def test_a_heartbeat_and_an_operators_change_of_a_preempting_ti_at_once(eng, act
     try:
         hb = start_in_thread(eng, lambda c: db.run(c, "worker_heartbeat", job_id=job, running="[]", now=None).all(),
                              outcome, "hb")
-        until_waiting_or_done(eng, hb, outcome, "hb")
+        until_waiting_or_done(eng, hb, outcome, "hb_pid")
         tx.commit()
     finally:
         operator.close()

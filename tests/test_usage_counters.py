@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine import db
+from tests.helpers import SESSION_ID, until_waiting_or_done
 from tests.world import reset
 
 STATES = ["none", "scheduled", "queued", "running", "preempting", "deferred", "success", "failed", "up_for_retry"]
@@ -280,11 +281,6 @@ def test_a_scheduler_on_a_queue_tis_that_does_not_fold_folds_in_a_step_of_its_ow
     sched.stop()
 
 
-WAITING = {  # the session `pid` waits for a lock
-    "postgresql": "SELECT count(*) FROM pg_locks WHERE pid = :pid AND NOT granted",
-    "mysql": "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = :pid "
-             "AND trx_state = 'LOCK WAIT'"}
-SESSION_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
 
 
 @pytest.mark.parametrize("first", ["pool", "ti"])
@@ -335,13 +331,7 @@ def test_a_ti_entering_or_leaving_deferred_while_its_pool_flag_changes_is_counte
     thread = threading.Thread(target=run_second)
     thread.start()
     try:
-        with eng.connect() as c:   # the second one waits for the first, or has run through
-            while thread.is_alive():
-                pid = outcome.get("pid")
-                if pid is not None and c.execute(sa.text(WAITING[dialect]), {"pid": pid}).scalar():
-                    break
-                c.rollback()
-                thread.join(0.2)   # (INNODB_TRX is refreshed only when last read 0.1 s ago or more)
+        until_waiting_or_done(eng, thread, outcome, "pid")   # the second one waits for the first, or ran through
         tx.commit()
     finally:
         holder.close()
