@@ -166,7 +166,7 @@ class FileTrigger(BaseTrigger):
 
 class EventTrigger(BaseTrigger):
     """Fires when `engine events send KEY [--payload JSON]` is run; the event is the payload.
-    The database fires it (send_event_v1): the triggerer only holds it, and drops it once fired."""
+    The database fires it (send_event_v2): the triggerer only holds it, and drops it once fired."""
 
     def __init__(self, key: str):
         self.key = str(key)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from engine import db
 from tests.deferral import cli, defer, fire, over_cap, quoted, states, trigger_ids
-from tests.helpers import claim, finish, sql, sync_source, tick, ti_states, trigger
+from tests.helpers import (claim, finish, sql, start_in_thread, sync_source, tick, ti_states, trigger,
+                           until_waiting_or_done)
 
 ONE = """
     with DAG("d", max_active_tasks=None):
@@ -188,3 +190,64 @@ def test_dev_list_scenario_resumes_go_first(eng, cfg, tmp_path, include_deferred
     tick(eng, cfg)
     assert {t.dag_id for t in claim(eng)} == {"high"}
     assert states(eng, "low") == {"success": 100}
+
+
+RACE = """
+    with DAG("d", max_active_tasks=None):
+        PythonTask("a1", python_callable="x:y", pool="q", priority_weight=10)
+        PythonTask("a2", python_callable="x:y", pool="p", priority_weight=10)
+        PythonTask("b", python_callable="x:y", pool="p", priority_weight=10)
+        PythonTask("c", python_callable="x:y", pool="p", priority_weight=1)
+"""
+
+
+@pytest.mark.parametrize("how, first", [("fire_trigger", "p"), ("send_event", "p"), ("send_event", "q")])
+def test_a_resume_racing_a_change_of_its_pools_include_deferred_keeps_the_pools_limit(eng, cfg, tmp_path, how,
+                                                                                     first):
+    """Pool p (2 slots, include_deferred): a2 deferred (holding its slot), b running, c waiting.
+    An operator's transaction turns include_deferred off (a2's slot is free) and, as a scheduler
+    would then, queues c into it; while it is open, a2's trigger fires (alone, or by an event
+    that also fires a1's trigger in pool q, before or after a2's). The change commits first, so
+    the fire must see it: a2 waits for a slot (`scheduled`), and p never holds more than 2.
+    Before revision 0048 the fire read the flag before its wait (PostgreSQL: the statement
+    before the UPDATE that waits; MySQL/MariaDB: send_event_v1's one read view, made by the
+    first trigger's reads) and queued a2 "keeping its slot": 3 TIs of p at once."""
+    sql(eng, "INSERT INTO pool (name, slots, include_deferred) VALUES ('p', 2, :t), ('q', 4, :f)", t=True, f=False)
+    sql(eng, "UPDATE executor SET parallelism = NULL")
+    sync_source(eng, tmp_path / "dags", RACE)
+    trigger(eng, "d")
+    tick(eng, cfg)
+    tis = {t.task_id: t for t in claim(eng)}
+    assert sorted(tis) == ["a1", "a2", "b"]
+    for name in (["a2", "a1"] if first == "p" else ["a1", "a2"]):   # trigger ids in this order
+        defer(eng, tis[name], "engine.triggers:EventTrigger", {"key": "k"})
+    (a2_trigger,) = [t for t in trigger_ids(eng) if sql(eng, "SELECT task_id FROM task_instance WHERE "
+                                                             "trigger_id = :t", t=t)[0][0] == "a2"]
+    c_id = sql(eng, "SELECT id FROM task_instance WHERE task_id = 'c' AND state = 'scheduled'")[0][0]
+
+    def resume(conn):
+        if how == "fire_trigger":
+            return db.run(conn, "fire_trigger", trigger_id=a2_trigger, event="{}", error=None, now=None,
+                          boost=1000).scalar()
+        return db.run(conn, "send_event", key="k", payload="{}", now=None, boost=1000).scalar()
+
+    outcome = {}
+    holder = eng.connect()
+    tx = holder.begin()
+    try:
+        holder.execute(sa.text("UPDATE pool SET include_deferred = :f WHERE name = 'p'"), {"f": False})
+        holder.execute(sa.text("UPDATE task_instance SET state = 'queued', queued_at = updated_at WHERE id = :i"),
+                       {"i": c_id})
+        thread = start_in_thread(eng, resume, outcome, "fire")
+        waited = until_waiting_or_done(eng, thread, outcome, "fire_pid")
+        tx.commit()
+    finally:
+        holder.close()
+    thread.join(60)
+    assert waited, outcome          # the fire waited for the change (else the race did not happen)
+    assert not isinstance(outcome.get("fire"), Exception), outcome
+    assert outcome["fire"] == ("scheduled" if how == "fire_trigger" else 2)
+    assert ti_states(eng, "d") == {"a1": "scheduled" if how == "send_event" else "deferred", "a2": "scheduled",
+                                   "b": "running", "c": "queued"}
+    assert over_cap(eng) == []
+    assert sql(eng, "SELECT * FROM usage_drift") == []

@@ -1,2 +1,2 @@
--- `engine events send KEY [--payload JSON]` (send_event_v1): how many TIs resumed.
-SELECT send_event_v1(:key, CAST(:payload AS jsonb), :now, :boost) AS resumed
+-- `engine events send KEY [--payload JSON]` (send_event_v2): how many TIs resumed.
+SELECT send_event_v2(:key, CAST(:payload AS jsonb), :now, :boost) AS resumed
