@@ -16,6 +16,7 @@ from pathlib import Path
 from engine import db, timezones
 from engine.dagbag import find_dag_files, load_dags
 from engine.errors import EngineError
+from engine.pools import lock_definitions
 
 
 def _task_params(dag_id: str, t: dict) -> dict:
@@ -138,6 +139,7 @@ def sync(eng, path: str | Path, dags: list[dict] | None = None, force: bool = Fa
     absolute = {d["dag_id"]: str(Path(d["fileloc"]).resolve()) for d in dags}
     rel_root = relative_to_folder(dags, root, dags_folder) if dags_folder is not None else None
     with db.connect(eng) as conn:
+        lock_definitions(conn)  # one sync (or pools change) at a time: each check and its writes are one step
         if not force:
             _check_owners(conn, dags, absolute)
         _check_targets(conn, dags)

@@ -14,6 +14,7 @@ from engine.dagsync import sync
 from engine.errors import EngineError
 from engine.executors import Dispatcher
 from engine.paths import EXAMPLES_DIR
+from engine.pools import set_pool
 from engine.scheduler import Scheduler
 from engine.table import table
 from engine.worker import Worker
@@ -33,8 +34,7 @@ def run_demo(eng, cfg, timeout: float = 300, executor: str = "default") -> int:
             raise EngineError(f"the celery broker at {cfg.celery_broker_url} does not answer; start RabbitMQ "
                               "(rabbitmq-server -detached) or set celery_broker_url")
     with db.connect(eng) as conn:
-        db.run(conn, "pools_set", name="demo_warehouse", slots=2, include_deferred=False, preempt_margin=None,
-               description="sample pool of engine demo")
+        set_pool(conn, "demo_warehouse", 2, description="sample pool of engine demo")
     result = sync(eng, EXAMPLES_DIR, force=True)  # the engine's own examples, wherever it is installed
     click.echo(f"synced sample DAGs from {EXAMPLES_DIR}: {', '.join(result['synced'])}")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")

@@ -172,3 +172,39 @@ def until_waiting_or_done(eng, thread, outcome: dict, pid_key: str) -> bool:
             c.rollback()
             thread.join(0.2)   # (INNODB_TRX is refreshed only when last read 0.1 s ago or more)
     return False
+
+
+class PauseAfter:
+    """Stops the thread named `thread` just after its call of the named query `query` (its
+    transaction open) until release(); outcome[<thread name>_pid] is the session id of each
+    thread's connection, recorded at its first named query. Patches engine.db.run."""
+
+    def __init__(self, monkeypatch, outcome: dict, thread: str, query: str):
+        self.reached, self.go = threading.Event(), threading.Event()
+        real = db.run
+
+        def run(conn, name, /, **params):
+            me = threading.current_thread().name
+            if me + "_pid" not in outcome:
+                outcome[me + "_pid"] = conn.execute(sa.text(SESSION_ID[db.dialect_dir(conn)])).scalar()
+            result = real(conn, name, **params)
+            if me == thread and name == query and not self.reached.is_set():
+                self.reached.set()
+                self.go.wait(60)
+            return result
+        monkeypatch.setattr(db, "run", run)
+
+    def release(self) -> None:
+        self.go.set()
+
+
+def run_named(name: str, fn, outcome: dict) -> threading.Thread:
+    """fn() in a thread named `name`; outcome[name] its result or error."""
+    def body():
+        try:
+            outcome[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - judged by the test
+            outcome[name] = exc
+    thread = threading.Thread(target=body, name=name)
+    thread.start()
+    return thread
