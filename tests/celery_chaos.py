@@ -12,8 +12,8 @@ import time
 import sqlalchemy as sa
 
 from tests.brokers import celery_env, delete_queues
-from tests.cluster import CHAOS_POOL, CHAOS_POOL_SLOTS, Cluster, check_invariants, chaos_dag_source, \
-    expected_run_ids, run_counts
+from tests.cluster import CHAOS_POOL, CHAOS_POOL_SLOTS, HELD_TASK, Cluster, check_invariants, \
+    chaos_dag_source, expected_run_ids, run_counts
 
 
 def _wait(what, cond, seconds, cluster):
@@ -31,11 +31,14 @@ def _done(eng) -> int:
         return conn.execute(sa.text("SELECT count(*) FROM task_instance WHERE state = 'success'")).scalar()
 
 
-def _busy_celery_worker(eng, cluster):
-    """A live celery-worker whose pool runs a try now (a job of a pool process of its session)."""
+def _held_try_worker(eng, cluster, run_id: str):
+    """The live celery-worker whose pool runs the held try (chaos_dag_source's hold) now: its job
+    is a pool process of the worker's session. None until that try runs."""
     with eng.connect() as conn:
-        pids = conn.execute(sa.text("SELECT j.pid FROM task_instance ti JOIN job j ON j.id = ti.worker_job_id "
-                                    "WHERE ti.state = 'running' AND j.state = 'running'")).scalars().all()
+        pids = conn.execute(sa.text(
+            "SELECT j.pid FROM task_instance ti JOIN job j ON j.id = ti.worker_job_id "
+            "WHERE ti.state = 'running' AND j.state = 'running' AND ti.run_id = :run AND ti.task_id = :task "
+            "AND ti.try_number = 1"), {"run": run_id, "task": HELD_TASK}).scalars().all()
     groups = set()
     for pid in pids:
         try:
@@ -52,7 +55,10 @@ def run_celery_chaos(eng, db_url, workdir, broker_url: str, restart_broker, runs
     executions = workdir / "executions.txt"
     dags = workdir / "dags"
     dags.mkdir(parents=True, exist_ok=True)
-    (dags / "chaos.py").write_text(chaos_dag_source(runs, tasks, executions, executor="celery"))
+    # The first run's first try of HELD_TASK runs until its worker is killed (or this ends): the
+    # kill below surely hits a running try, however fast the machine runs the others.
+    release = workdir / "release-held-try"
+    (dags / "chaos.py").write_text(chaos_dag_source(runs, tasks, executions, executor="celery", hold=release))
     with eng.begin() as conn:
         conn.execute(sa.text("INSERT INTO pool (name, slots) VALUES (:n, :s)"), {"n": CHAOS_POOL, "s": CHAOS_POOL_SLOTS})
     sync(eng, dags)
@@ -66,9 +72,11 @@ def run_celery_chaos(eng, db_url, workdir, broker_url: str, restart_broker, runs
         cluster.start("dispatcher")
         for _ in range(celery_workers):
             cluster.start("celery-worker", args=("--concurrency", "2"), new_session=True)
-        # 1. kill -9 a Celery worker (and its pool) while it runs a try; start another.
+        # 1. kill -9 a Celery worker (and its pool) while it runs the held try; start another.
         found = []
-        _wait("a celery try to run", lambda: found.append(_busy_celery_worker(eng, cluster)) or found[-1], 90, cluster)
+        held_run = min(expected_run_ids(runs))
+        _wait("the held try to run", lambda: found.append(_held_try_worker(eng, cluster, held_run)) or found[-1],
+              90, cluster)
         victim = found[-1]
         os.killpg(victim.popen.pid, signal.SIGKILL)
         victim.popen.wait(timeout=10)
@@ -94,6 +102,7 @@ def run_celery_chaos(eng, db_url, workdir, broker_url: str, restart_broker, runs
               seconds, cluster)
         step(f"runs {dict(run_counts_of(eng))}")
     finally:
+        release.touch()  # (a run that failed before the kill must not leave the held try waiting)
         codes = cluster.stop()
         delete_queues(broker_url, [env["ENGINE_CELERY_QUEUE_PREFIX"] + "default"])
     with eng.connect() as conn:

@@ -40,16 +40,25 @@ CALM = {"ENGINE_JOB_HEARTBEAT_THRESHOLD": "60"}
 CHAOS_POOL, CHAOS_POOL_SLOTS = "chaos", 4
 
 
-def chaos_dag_source(runs: int, tasks: int, out_file: Path, dag_id: str = "chaos", executor: str = "default") -> str:
+HELD_TASK = "t0"  # chaos_dag_source(hold=...): the task whose first try in the first run is held
+
+
+def chaos_dag_source(runs: int, tasks: int, out_file: Path, dag_id: str = "chaos", executor: str = "default",
+                     hold: Path | None = None) -> str:
     """A yearly DAG with catchup: exactly `runs` runs are due (the last `runs` whole years).
     Tasks: first >> middle ones >> last, sleeping 0.1-0.3 s, each appending "run task try" to
     out_file when it starts. Limits in play: the pool (some tasks take 2 slots),
-    max_active_tasks, max_active_runs, max_active_tis_per_dag and _per_dagrun."""
+    max_active_tasks, max_active_runs, max_active_tis_per_dag and _per_dagrun.
+    hold: the first try of HELD_TASK in the first run (min(expected_run_ids)) waits until that file
+    exists (at most 120 s) before its sleep, so that a kill -9 of its worker surely hits a try that runs."""
     year = datetime.now(timezone.utc).year - runs
+    wait = "" if hold is None else (
+        f'[ "$ENGINE_RUN_ID $ENGINE_TASK_ID $ENGINE_TRY_NUMBER" != "{min(expected_run_ids(runs))} {HELD_TASK} 1" ] '
+        f'|| for i in $(seq 1200); do [ -e {hold} ] && break; sleep 0.1; done; ')
     return textwrap.dedent(f'''
         from engine import DAG, BashTask
 
-        CMD = 'echo "$ENGINE_RUN_ID $ENGINE_TASK_ID $ENGINE_TRY_NUMBER" >> {out_file}; sleep %s'
+        CMD = 'echo "$ENGINE_RUN_ID $ENGINE_TASK_ID $ENGINE_TRY_NUMBER" >> {out_file}; {wait}sleep %s'
         with DAG("{dag_id}", schedule="0 0 1 1 *", start_date="{year}-01-01", catchup=True,
                  max_active_runs=4, max_active_tasks=3):
             ts = [BashTask(f"t{{i}}", bash_command=CMD % (0.1 + 0.1 * (i % 3)), pool="{CHAOS_POOL}",
