@@ -1,0 +1,66 @@
+"""A/B of queue_tis functions on bench_queue.py's "sizes" world, on the same state: each round calls
+every version once (order alternating), each call rolled back, times them and compares the TIs
+each chose (they must be the same: every version decides the greedy rule); then one call of the
+first version is committed and its TIs set to success, so the drain moves on round by round.
+Extra functions (a prototype under a number no release uses) can be installed from files first.
+
+    python loadtests/baselines/drain_ab.py URL SIZE ROUNDS VERSIONS [FILE.sql ...]
+    e.g. ... postgresql+psycopg://postgres@127.0.0.1:5432/proto_bench 1000000 16 18,90,91 /tmp/qt90.sql
+
+One engine (connection pool) per version: PL/pgSQL plans its statements afresh for the first
+calls of a session, so versions sharing a rotating pool would not be warmed alike. The first
+version is the reference: a round where another chose differently is printed (DIFF)."""
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "loadtests"))
+import sqlalchemy as sa  # noqa: E402
+
+import bench_queue as bq  # noqa: E402
+from engine import db  # noqa: E402
+
+url, size, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+versions = [int(v) for v in sys.argv[4].split(",")]
+eng = bq.bench_engine(url)
+for f in sys.argv[5:]:
+    with eng.begin() as c:
+        c.connection.driver_connection.execute(Path(f).read_text())  # (no parameters: '%' stays as it is)
+engines = {v: db.make_engine(url) for v in versions}
+print(f"set-up of {size:,} scheduled TIs: {bq.setup(eng, size):.1f} s; a 10^7-iteration Python loop takes "
+      f"{bq.machine_speed()} s [load {bq.load()}]", flush=True)
+CALL = {"postgresql": "SELECT ti_id FROM queue_tis_v{v}(512, NULL, NULL)", "mysql": "CALL queue_tis_v{v}(512, NULL, NULL, 2)"}
+
+
+def call(v: int, commit: bool = False) -> tuple[set, float]:
+    with engines[v].connect() as c:
+        t = c.begin()
+        t0 = time.perf_counter()
+        ids = {r[0] for r in c.execute(sa.text(CALL[db.dialect_dir(c)].format(v=v)))}
+        dt = time.perf_counter() - t0
+        (t.commit if commit else t.rollback)()
+    return ids, dt
+
+
+times = {v: [] for v in versions}
+diffs = 0
+for i in range(rounds):
+    chose = {}
+    for v in (versions if i % 2 == 0 else versions[::-1]):
+        chose[v], dt = call(v)
+        times[v].append(dt * 1000)
+    for v in versions[1:]:
+        if chose[v] != chose[versions[0]]:
+            diffs += 1
+            print(f"DIFF round {i}: v{v} chose {len(chose[v] - chose[versions[0]])} TIs v{versions[0]} did not, "
+                  f"and left {len(chose[versions[0]] - chose[v])} it chose", flush=True)
+    ids, _ = call(versions[0], commit=True)
+    if not ids:
+        break
+    bq.set_state(eng, list(ids), "success")
+for v in versions:
+    print(f"{size:,}: queue_tis_v{v} median {statistics.median(times[v]):.1f} ms over {len(times[v])} calls of 512")
+print(f"rounds where a version chose differently from v{versions[0]}: {diffs} [load {bq.load()}]")
