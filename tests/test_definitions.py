@@ -125,3 +125,27 @@ def test_a_pool_deleted_while_a_sync_adds_its_first_task_is_refused_in_one_line(
     assert isinstance(outcome["B"], EngineError), outcome
     assert str(outcome["B"]) == "pool 'p' is used by task first_user.t; move its tasks to another pool first"
     assert sql(eng, "SELECT count(*) FROM pool WHERE name = 'p'") == [(1,)]
+
+
+@pytest.mark.parametrize("query,column", [("dag_set_paused", "is_paused"), ("dag_set_draining", "is_draining")])
+def test_pause_or_drain_reports_a_dag_only_in_the_state_asked_for(eng, tmp_path, query, column):
+    """`engine dags pause|drain DAG` on an inactive DAG that a sync makes active between the named
+    query's statements (MySQL/MariaDB: UPDATE, then the row read back): its UPDATE matched nothing,
+    so the command must not report the DAG paused (draining). Before: the read-back saw the sync's
+    commit and the command said 'paused' of a DAG whose runs kept starting."""
+    if db.dialect_dir(eng) == "postgresql":
+        pytest.skip("PostgreSQL's query is one UPDATE ... RETURNING: nothing runs between its statements")
+    folder = tmp_path / "dags"
+    dag_file(folder, "a", "back")
+    sync(eng, folder / "a.py", dags_folder=folder)
+    sql(eng, "UPDATE dag SET is_active = false, is_paused = false, is_draining = false WHERE dag_id = 'back'")
+    params = {"dag_id": "back", column.removeprefix("is_"): True}
+    with db.connect(eng) as conn:
+        *before, last = db._statements("mysql", query, db._calls(conn))
+        for stmt in before:
+            conn.execute(stmt, params)
+        sql(eng, "UPDATE dag SET is_active = true WHERE dag_id = 'back'")   # the sync, committed meanwhile
+        reported = conn.execute(last, params).first()
+    state = sql(eng, f"SELECT {column} FROM dag WHERE dag_id = 'back'")
+    assert state == [(False,)]
+    assert reported is None, "reported as done although the DAG is not in that state"
