@@ -120,6 +120,7 @@ def test_dag(eng, cfg, dag_id: str, logical_date, timeout: float) -> int:
                 tis = db.run(conn, "tis_list", dag_id=dag_id, run_id=run.run_id, task_id=None, map_index=None,
                              state=None).all()
                 state = db.run(conn, "run_get", dag_id=dag_id, run_id=run.run_id).one().state
+                dag = db.run(conn, "dag_exists", dag_id=dag_id).first()
             for ti in tis:
                 key = (ti.task_id, ti.map_index, ti.try_number, ti.state)
                 if ti.state in DONE + ("up_for_retry",) and key not in printed:
@@ -131,6 +132,9 @@ def test_dag(eng, cfg, dag_id: str, logical_date, timeout: float) -> int:
                         stream(Path(ti.log_path), 0)
             if state in ("success", "failed"):
                 break
+            if dag.is_paused:   # (paused meanwhile: nothing of the run would start until --timeout)
+                raise EngineError(f"DAG {dag_id!r} was paused during the test; its run {run.run_id} stays {state} "
+                                  f"until `engine dags unpause {dag_id}`")
             time.sleep(0.1)
     finally:
         worker.stop()

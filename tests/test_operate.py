@@ -356,6 +356,25 @@ def test_dags_test_and_tasks_test(db_url, eng, cfg, tmp_path):
     assert sql(eng, "SELECT state, logical_date FROM dag_run WHERE dag_id = 'plain'")[0][0] == "success"
 
 
+def test_dags_test_stops_when_the_dag_is_paused_meanwhile(eng, cfg, tmp_path, monkeypatch):
+    """`engine dags test` checks that the DAG is not paused, then triggers its run; an operator's
+    `engine dags pause` in between (or during the test) left the run unable to start or go on,
+    and the command waited out --timeout (an hour by default). Now it stops with one line."""
+    from engine.errors import EngineError
+    from engine.testing import test_dag
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    real = db.run
+
+    def run(conn, name, /, **params):
+        if name == "run_get":   # (the first pass of the test's loop: the pause has committed)
+            sql(eng, "UPDATE dag SET is_paused = true WHERE dag_id = 'plain'")
+        return real(conn, name, **params)
+    monkeypatch.setattr(db, "run", run)
+    with pytest.raises(EngineError, match=r"DAG 'plain' was paused during the test; its run test__\S+ stays \w+ "
+                                          r"until `engine dags unpause plain`"):
+        test_dag(eng, cfg, "plain", None, timeout=60)
+
+
 def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_first(eng):
     """A clear of run1 waits for TI 1's row (held by another transaction); meanwhile a worker
     registers and starts TI 2. When the clear gets there, TI 2 runs under a live worker: it goes
