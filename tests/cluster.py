@@ -144,10 +144,14 @@ def job_of(conn, proc: Proc):
                         {"pid": proc.popen.pid}).first()
 
 
-def running_tis_of(conn, proc: Proc) -> int:
+def running_tis_of(conn, proc: Proc, held_runs: int | None = None) -> int:
+    """How many TIs the process's job runs now; with held_runs, only the held try of
+    chaos_dag_source(runs=held_runs, hold=...)."""
+    held = "" if held_runs is None else " AND ti.run_id = :run AND ti.task_id = :task AND ti.try_number = 1"
     return conn.execute(sa.text(
         "SELECT count(*) FROM task_instance ti JOIN job j ON j.id = ti.worker_job_id "
-        "WHERE j.pid = :pid AND j.state = 'running' AND ti.state = 'running'"), {"pid": proc.popen.pid}).scalar()
+        "WHERE j.pid = :pid AND j.state = 'running' AND ti.state = 'running'" + held),
+        {"pid": proc.popen.pid, "run": min(expected_run_ids(held_runs or 1)), "task": HELD_TASK}).scalar()
 
 
 def run_counts(conn, dag_id: str) -> Counter:
@@ -270,17 +274,26 @@ def run_chaos(eng, db_url: str, workdir: Path, runs: int, tasks: int, schedulers
               kills: int = 2, seconds: float = 120, kill_window: tuple = (1.5, 6.0), seed: int | None = None,
               say=lambda msg: None) -> dict:
     """Run `runs` x `tasks` on real processes while kill -9 hits schedulers and workers (alternately,
-    at random moments within kill_window seconds; a worker only while it runs something), each
+    at random moments within kill_window seconds; a worker only while it runs something: the first
+    worker killed is the one that runs the held try of chaos_dag_source, held until then), each
     replaced at once. Ends when every run is done or after `seconds`; then waits for the killed
     jobs to be declared dead, stops the rest with SIGTERM and checks the invariants."""
     from engine.dagsync import sync
 
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
+    first = rng.choice(["scheduler", "worker"])
+    plan = [(t, first if n % 2 == 0 else ({"scheduler", "worker"} - {first}).pop())
+            for n, t in enumerate(sorted(rng.uniform(*kill_window) for _ in range(kills)))]
     executions = workdir / "executions.txt"
     dags = workdir / "dags"
     dags.mkdir(parents=True, exist_ok=True)
-    (dags / "chaos.py").write_text(chaos_dag_source(runs, tasks, executions))
+    # With a worker kill planned, the first run's first try of HELD_TASK runs until the first worker
+    # kill hits it (or this ends): that kill surely meets a running try, however fast the machine
+    # runs the others.
+    release = workdir / "release-held-try"
+    held = any(kind == "worker" for _, kind in plan)
+    (dags / "chaos.py").write_text(chaos_dag_source(runs, tasks, executions, hold=release if held else None))
     with eng.begin() as conn:
         conn.execute(sa.text("INSERT INTO pool (name, slots) VALUES (:n, :s)"), {"n": CHAOS_POOL, "s": CHAOS_POOL_SLOTS})
     sync(eng, dags)
@@ -290,9 +303,6 @@ def run_chaos(eng, db_url: str, workdir: Path, runs: int, tasks: int, schedulers
         cluster.start("scheduler", OTHER_TZ if i == 0 else None)
     for _ in range(workers):
         cluster.start("worker")
-    first = rng.choice(["scheduler", "worker"])
-    plan = [(t, first if n % 2 == 0 else ({"scheduler", "worker"} - {first}).pop())
-            for n, t in enumerate(sorted(rng.uniform(*kill_window) for _ in range(kills)))]
     started = time.monotonic()
     finished = False
     codes: dict = {}
@@ -306,11 +316,16 @@ def run_chaos(eng, db_url: str, workdir: Path, runs: int, tasks: int, schedulers
                 if plan and time.monotonic() - started >= plan[0][0]:
                     kind = plan[0][1]
                     victims = cluster.alive(kind)
-                    busy = [p for p in victims if kind != "worker" or running_tis_of(conn, p) > 0]
-                    # a worker is given longer to be caught running something: its tries are short
-                    # (forked from its zygote) and, on a loaded machine, the processes start slowly
-                    late = time.monotonic() - started > plan[0][0] + (20 if kind == "worker" else 5)
+                    if kind == "worker" and held:   # the worker that runs the held try, once it does
+                        busy = [p for p in victims if running_tis_of(conn, p, held_runs=runs) > 0]
+                        late = False
+                    else:
+                        busy = [p for p in victims if kind != "worker" or running_tis_of(conn, p) > 0]
+                        # a worker is given longer to be caught running something: its tries are short
+                        # (forked from its zygote) and, on a loaded machine, the processes start slowly
+                        late = time.monotonic() - started > plan[0][0] + (20 if kind == "worker" else 5)
                     if busy or (late and victims):
+                        held = held and kind != "worker"
                         victim = rng.choice(busy or victims)
                         cluster.kill9(victim)
                         cluster.start(kind, victim.extra_env)
@@ -329,6 +344,7 @@ def run_chaos(eng, db_url: str, workdir: Path, runs: int, tasks: int, schedulers
                 break
             time.sleep(0.3)
     finally:
+        release.touch()  # (a run with no worker kill, or one that failed before it: nothing stays held)
         codes = cluster.stop()
     with eng.connect() as conn:
         report = check_invariants(conn, "chaos", expected_run_ids(runs), executions)
