@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 from engine import db, dbtriggers, procedures
 from engine.errors import EngineError
@@ -45,11 +46,48 @@ def _alembic(fn, conn, revision: str) -> None:
                           f"{', '.join(revisions())}") from None
 
 
+MIGRATE_LOCK_WAIT = 600.0  # seconds a migration waits for another one of the same database
+
+
+@contextmanager
+def migration_lock(eng, wait: float | None = None):
+    """The lock of migrations (named query migrate_lock), held on a connection of its own until the
+    block ends: a second upgrade or downgrade of the same deployment waits for the first, then reads
+    the revision again. One line after `wait` seconds (default MIGRATE_LOCK_WAIT)."""
+    wait = MIGRATE_LOCK_WAIT if wait is None else wait
+    busy = EngineError(f"another `engine db upgrade` or `engine db downgrade` of this database has held the "
+                       f"migration lock for {wait:g} s; let it end, then run this again")
+    conn = eng.connect().execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        try:
+            taken = db.run(conn, "migrate_lock", wait_ms=str(max(1, round(wait * 1000))),
+                           wait_s=max(0.001, wait)).scalar()
+        except db.dbapi_errors() as exc:
+            if db.is_lock_busy(exc):
+                raise busy from None
+            raise
+        if not taken:
+            raise busy
+        try:
+            yield
+        finally:
+            db.run(conn, "migrate_unlock")
+    finally:
+        conn.invalidate()  # (the session's lock_timeout goes with it, and any lock left)
+        conn.close()
+
+
 def upgrade(eng, revision: str = "head") -> list[str]:
     """Migrate to ``revision`` and, at head, reinstall drifted or missing objects and make drifted or
-    missing triggers again (engine/dbtriggers.py). Returns the repaired names."""
+    missing triggers again (engine/dbtriggers.py). Returns the repaired names. Under the lock of
+    migrations: a second upgrade at the same moment waits, then finds nothing left to do."""
     if eng.dialect.name == "postgresql":
         db.ensure_database(eng)  # the schema of setting `schema` (MySQL: `engine db upgrade` creates the database)
+    with migration_lock(eng):
+        return _upgrade(eng, revision)
+
+
+def _upgrade(eng, revision: str) -> list[str]:
     from alembic import command
 
     check_known(current(eng))
@@ -72,9 +110,10 @@ def downgrade(eng, revision: str) -> None:
                           "(`engine db current` shows where the database is)")
     from alembic import command
 
-    check_known(current(eng))
-    with eng.begin() as conn:
-        _alembic(command.downgrade, conn, revision)
+    with migration_lock(eng):
+        check_known(current(eng))
+        with eng.begin() as conn:
+            _alembic(command.downgrade, conn, revision)
     if revision != "base":
         from engine import roles
 

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from engine import db, dbtriggers, migrate, procedures
+from engine.errors import EngineError
 from engine.paths import SQL_DIR
 from tests.helpers import run_sql_file
 
@@ -294,6 +295,54 @@ def test_db_check_on_an_empty_database_says_to_upgrade(db_url):
     r = subprocess.run([sys.executable, "-m", "cli.main", "--database-url", db_url, "db", "check"],
                        capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == "error: the database has no engine schema yet; run `engine db upgrade`"
+
+
+MIGRATION_LOCK_WAITERS = {
+    "postgresql": "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                  "WHERE l.locktype = 'advisory' AND NOT l.granted AND a.datname = current_database()",
+    "mysql": "SELECT count(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND DB = DATABASE()"}
+
+
+def test_two_upgrades_at_once_run_one_after_the_other(eng, db_url):
+    """Services started together after a package upgrade each upgrade the database. The second
+    waits for the lock of migrations (a session lock, no table: named query migrate_lock), then finds nothing
+    left to do and exits 0. (Before: both read the revision and applied the same migrations; the
+    loser failed with a raw duplicate-object error, and on MySQL/MariaDB, whose DDL commits
+    statement by statement, ran parts of a migration again.) The first here is this test, holding
+    the lock while `engine db upgrade` in another process waits for it."""
+    import subprocess
+    import sys
+
+    migrate.downgrade(eng, "base")
+    with migrate.migration_lock(eng):
+        second = subprocess.Popen([sys.executable, "-m", "cli.main", "--database-url", db_url, "db", "upgrade"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = dt.datetime.now() + dt.timedelta(seconds=120)
+            with eng.connect() as conn:
+                while conn.execute(sa.text(MIGRATION_LOCK_WAITERS[db.dialect_dir(eng)])).scalar() == 0:
+                    conn.rollback()
+                    assert second.poll() is None, f"the second upgrade did not wait: {second.communicate()}"
+                    assert dt.datetime.now() < deadline, "the second upgrade never reached the lock"
+            migrate._upgrade(eng, "head")   # the first, while the second waits
+        except BaseException:
+            second.kill()
+            raise
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert migrate.current(eng) == migrate.head()
+    with eng.connect() as conn:
+        assert [f for f in procedures.check(conn) if f.status != "ok"] == []
+
+
+def test_an_upgrade_that_cannot_get_the_lock_of_migrations_says_so_in_one_line(eng):
+    with migrate.migration_lock(eng):
+        with pytest.raises(EngineError, match=r"^another `engine db upgrade` or `engine db downgrade` of this "
+                                              r"database has held the migration lock for 0.3 s; let it end"):
+            with migrate.migration_lock(eng, wait=0.3):
+                pass
+    with migrate.migration_lock(eng, wait=0.3):   # released with the block
+        pass
 
 
 def test_db_check_reports_extra_overloads_and_routines_no_migration_installed(eng):
