@@ -98,18 +98,46 @@ def tasks_clear(c: Context, dag_id, run_id, task_regex, downstream, upstream, on
     if not preview:
         click.echo("nothing to clear")
         return
-    click.echo(table([(r.run_id, r.task_id, r.map_index, r.state, r.new_state) for r in preview],
-                     ["run_id", "task_id", "map_index", "state", "becomes"]))
-    if not yes:
-        if not sys.stdin.isatty():
-            raise EngineError(f"would clear {len(preview)} TI(s); pass --yes to clear without a terminal to confirm")
-        click.confirm(f"clear these {len(preview)} TI(s)?", abort=True)
-    with db.connect(c.engine()) as conn:
-        done = db.run(conn, "clear_tis", dry_run=False, **params).all()
+    show = lambda rows: click.echo(table([(r.run_id, r.task_id, r.map_index, r.state, r.new_state) for r in rows],
+                                         ["run_id", "task_id", "map_index", "state", "becomes"]))
+    show(preview)
+    if not yes and not sys.stdin.isatty():
+        raise EngineError(f"would clear {len(preview)} TI(s); pass --yes to clear without a terminal to confirm")
+    while True:
+        if not yes:
+            click.confirm(f"clear these {len(preview)} TI(s)?", abort=True)
+        # The clear is what was confirmed, or nothing: in the same transaction as the clear, the
+        # TIs it changed (and the states they had) must be the ones shown; else it is rolled back
+        # and the new list is shown and asked for again (the services went on while the prompt
+        # waited: a TI started, ended or appeared).
+        try:
+            with db.connect(c.engine()) as conn:
+                done = db.run(conn, "clear_tis", dry_run=False, **params).all()
+                if not (yes or _clear_key(done) == _clear_key(preview)):
+                    raise _NotAsShown
+            break
+        except _NotAsShown:
+            pass   # (rolled back)
+        if not done:
+            click.echo("nothing to clear any more (the TIs shown changed meanwhile)")
+            return
+        click.echo("the TIs to clear changed while the prompt waited; now:")
+        preview = done
+        show(preview)
     stopping = sum(1 for r in done if r.new_state == "restarting")
     click.echo(f"cleared {len(done)} TI(s) in {len({r.run_id for r in done})} run(s)"
                + (f"; {stopping} running tr{'y is' if stopping == 1 else 'ies are'} being stopped by "
                   f"{'its worker' if stopping == 1 else 'their workers'} first" if stopping else ""))
+
+
+class _NotAsShown(Exception):
+    """A clear that would change other TIs than the ones confirmed: its transaction rolls back."""
+
+
+def _clear_key(rows) -> list:
+    """What a clear_tis result is, to compare a clear with its preview: each TI, its state and the
+    state it gets."""
+    return sorted((r.ti_id, r.state, r.new_state) for r in rows)
 
 
 def _set_ti_state(c: Context, dag_id, run_id, task_id, map_index, new_state: str, action: str, reason) -> None:

@@ -345,6 +345,46 @@ def test_trigger_logical_date_and_backfill(db_url, eng, cfg, tmp_path):
     assert_history_invariant(eng)
 
 
+@pytest.mark.parametrize("second_answer", [True, False])
+def test_tasks_clear_clears_what_was_confirmed_or_asks_again(db_url, eng, cfg, tmp_path, monkeypatch, second_answer):
+    """`engine tasks clear` shows the TIs, asks, then clears: the services go on while the prompt
+    waits. Here y is marked failed meanwhile. The clear is checked against what was shown in its
+    own transaction: rolled back, the new list shown, asked again; `y` clears that list, `n`
+    clears nothing. (Before: the clear re-selected by the filter and cleared y from its new state,
+    never shown to the operator.)"""
+    import types
+
+    import click
+    from cli import tasks as tasks_module
+    sync_source(eng, tmp_path / "dags", PLAIN)
+    trigger(eng, "plain", "r1")
+    drive(eng, cfg)
+    assert ti_states(eng, "plain") == {"x": "success", "y": "success"}
+    asked = []
+
+    def confirm(text, abort=False, **kw):
+        asked.append(text)
+        if len(asked) == 1:   # the operator reads the list; meanwhile y is marked failed
+            ok(cli(db_url, "tasks", "mark", "failed", "plain", "r1", "y"))
+            return True
+        if not second_answer:
+            raise click.exceptions.Abort()
+        return True
+    monkeypatch.setattr(tasks_module, "sys", types.SimpleNamespace(stdin=types.SimpleNamespace(isatty=lambda: True)))
+    monkeypatch.setattr(click, "confirm", confirm)
+    r = cli(db_url, "tasks", "clear", "plain", "--run", "r1", "--task", "^x$", "--downstream")
+    assert asked == ["clear these 2 TI(s)?", "clear these 2 TI(s)?"], r.output
+    assert "changed while the prompt waited" in r.stdout
+    if second_answer:
+        assert r.exit_code == 0 and "cleared 2 TI(s) in 1 run(s)" in r.stdout, r.output
+        assert ti_states(eng, "plain") == {"x": "none", "y": "none"}
+        changes = sql(eng, "SELECT task_id, from_state, to_state FROM state_change WHERE task_id = 'y' ORDER BY id")
+        assert [tuple(c) for c in changes][-2:] == [("y", "success", "failed"), ("y", "failed", "none")]
+    else:
+        assert r.exit_code != 0
+        assert ti_states(eng, "plain") == {"x": "success", "y": "failed"}   # nothing cleared
+
+
 def test_dags_test_and_tasks_test(db_url, eng, cfg, tmp_path):
     sync_source(eng, tmp_path / "dags", PLAIN)
     before = snapshot(eng)
