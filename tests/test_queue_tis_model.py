@@ -183,16 +183,15 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # scratch tables in Aria on MariaDB; on PostgreSQL it calls v15. v18 is MySQL's v17 taking a new
 # entry's gate before it reads the entry's TIs again; on PostgreSQL it calls v17. v19 is PostgreSQL's
 # v14 checks and v11 walk in one function, its prune reading each group's limits once and dropping a
-# row past what its group can take (a group: one pool, run, task, width and executor); on MySQL it
-# calls v18.
+# row past what its group can take (a group: one pool, run, task, width and executor); MySQL's v19
+# is v18 with that prune.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0)]
 V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
-# The version whose own statements decide behind the named query (MySQL's v19 calls v18): 100
-# examples a case. Superseded versions are frozen (released files)
+# The version whose own statements decide behind the named query (v19 on both): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
 # not grow by a full model run with every release. A release moves its predecessor down here.
-DECIDING = {"postgresql": 19, "mysql": 18}
+DECIDING = {"postgresql": 19, "mysql": 19}
 
 
 def _skip_calls_of_another(mysql: bool, version: int) -> None:
@@ -203,8 +202,6 @@ def _skip_calls_of_another(mysql: bool, version: int) -> None:
     if not mysql and version in (15, 16, 17, 18):
         pytest.skip(f"PostgreSQL's queue_tis_v{version} calls v{min(version - 1, 15)}, which ends in v11 (the v11 "
                     "cases check v11; the named query's cases, the chain of calls)")
-    if mysql and version == 19:
-        pytest.skip("MySQL's queue_tis_v19 calls queue_tis_v18 (the v18 cases check v18)")
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
