@@ -132,7 +132,7 @@ def test_dag(eng, cfg, dag_id: str, logical_date, timeout: float) -> int:
                         stream(Path(ti.log_path), 0)
             if state in ("success", "failed"):
                 break
-            if dag.is_paused:   # (paused meanwhile: nothing of the run would start until --timeout)
+            if dag is not None and dag.is_paused:   # (paused meanwhile: nothing of the run would start)
                 raise EngineError(f"DAG {dag_id!r} was paused during the test; its run {run.run_id} stays {state} "
                                   f"until `engine dags unpause {dag_id}`")
             time.sleep(0.1)
