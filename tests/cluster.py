@@ -147,11 +147,13 @@ def job_of(conn, proc: Proc):
 def running_tis_of(conn, proc: Proc, held_runs: int | None = None) -> int:
     """How many TIs the process's job runs now; with held_runs, only the held try of
     chaos_dag_source(runs=held_runs, hold=...)."""
-    held = "" if held_runs is None else " AND ti.run_id = :run AND ti.task_id = :task AND ti.try_number = 1"
-    return conn.execute(sa.text(
-        "SELECT count(*) FROM task_instance ti JOIN job j ON j.id = ti.worker_job_id "
-        "WHERE j.pid = :pid AND j.state = 'running' AND ti.state = 'running'" + held),
-        {"pid": proc.popen.pid, "run": min(expected_run_ids(held_runs or 1)), "task": HELD_TASK}).scalar()
+    text = ("SELECT count(*) FROM task_instance ti JOIN job j ON j.id = ti.worker_job_id "
+            "WHERE j.pid = :pid AND j.state = 'running' AND ti.state = 'running'")
+    params = {"pid": proc.popen.pid}
+    if held_runs is not None:
+        text += " AND ti.run_id = :run AND ti.task_id = :task AND ti.try_number = 1"
+        params.update(run=min(expected_run_ids(held_runs)), task=HELD_TASK)
+    return conn.execute(sa.text(text), params).scalar()
 
 
 def run_counts(conn, dag_id: str) -> Counter:
