@@ -2,13 +2,14 @@
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
 Also rolling upgrades (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
-beside new ones calling queue_tis_v3; queue_tis_v7, v10 and v18 beside the named query's v19,
-one database: on MySQL/MariaDB v7 sums the active TIs while v10 (v9) reads the usage counters, v18
-keeps skip entries (gate and log), copying only the full partitions' counters and appending its
-final UPDATE's usage itself (v19 calls v18); on PostgreSQL v7 ends a batch at every full page, v10
-at check points, v18 (v17, v15, v14: v11 behind checks of what it trusts) keeps skip entries, and
-v19, the same walk, drops the rows past what their group can take; (v16 beside v17 and v17 beside
-v18 were the cases of the releases before); the entries
+beside new ones calling queue_tis_v3; queue_tis_v7, v10 and v19 beside the named query's v20,
+one database: on MySQL/MariaDB v7 sums the active TIs while v10 (v9) reads the usage counters, v19
+keeps skip entries (gate and log), copying only the full partitions' counters, appending its final
+UPDATE's usage itself and dropping the rows past what their group can take (v20 calls v19); on
+PostgreSQL v7 ends a batch at every full page, v10 at check points, v19 keeps skip entries and drops
+the rows past what their group can take, numbering the partitions on every candidate, and v20, the
+same walk, numbers them once per group; (v16 beside v17, v17 beside v18 and v18 beside v19 were the
+cases of the releases before); the entries
 are made here from a single refused TI (engine.skip_min 1 for the database, @engine_skip_min 1
 for each MySQL session) while the others queue and finish TIs under them), and the named query's
 version alone on ids that collide when joined with '.'."""
@@ -22,7 +23,7 @@ from tests.race import race, setup_world
 CASES = {
     "current": dict(versions=(None,), dotted=False),
     "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
-    "v7-v10-v18-v19": dict(versions=(7, 10, 18, None), dotted=False, skip_min=1),
+    "v7-v10-v19-v20": dict(versions=(7, 10, 19, None), dotted=False, skip_min=1),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 
