@@ -13,10 +13,11 @@
 --     every limit are written, so every partition number the walk meets is one of them.
 --     Where pages are long (a drain of 1,000,000: ~1,500 candidates of ~300 groups a batch) the
 --     sorts over candidates were most of step 3.
---     Measured (a drain, every call committed, v19 and v20 alternating call by call on one
---     world, each on its own connection): 1,000,000 at max_tis 512 -30 % a call (p50 198 -> 137
---     ms), 100,000 -5 to -6 % (mean; p50 unchanged within the noise); small passes and 5,000
---     blocked unchanged (8.9 / 8.9 ms, 7.9 / 8.1 ms). The same TIs are chosen
+--     Measured (loadtests/baselines/commit_ab.py: every call committed, v19 and v20 alternating
+--     call by call on one world, each on its own connection): a drain of 1,000,000 at max_tis
+--     512 -17 to -32 % a call (three runs; p50 173 -> 144 ms in the last), of 100,000 -5 to -6 %
+--     (mean; p50 unchanged within the noise); small passes unchanged (8.6 / 8.5 ms), 5,000
+--     blocked ~3 % slower (7.5 / 7.8 ms: two statements more a batch). The same TIs are chosen
 --     (loadtests/baselines/drain_ab.py: the same in every round).
 -- Scratch tables are v20's own (qt20_*), so v19 and v20 may run in one session. Sections named in
 -- capitals below (KNOBS, RUN'S DAG, SKIPPED PREFIXES, SYNCHRONOUS COMMIT OFF, JIT OFF) are v11's
