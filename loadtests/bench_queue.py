@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import json
+import re
 import statistics
 import sys
 import time
@@ -154,6 +155,22 @@ def script(c, text: str) -> None:
     for stmt in text.split(";\n"):
         if stmt.strip():
             c.exec_driver_sql(stmt)
+
+
+def install_prototypes(eng, paths: list[str]) -> None:
+    """Install routines from files (a prototype under a number no release uses), for the A/B
+    harnesses in baselines/: on PostgreSQL each file as one script, on MySQL/MariaDB each file one
+    CREATE PROCEDURE, dropped first."""
+    for path in paths:
+        text = Path(path).read_text()
+        with eng.begin() as c:
+            raw = c.connection.driver_connection
+            if is_mysql(eng):
+                cur = raw.cursor()
+                cur.execute("DROP PROCEDURE IF EXISTS " + re.search(r"CREATE PROCEDURE (\w+)", text).group(1))
+                cur.execute(text)
+            else:
+                raw.execute(text)   # (no parameters: '%' stays as it is)
 
 
 def setup_sql(eng, pools: int, dags: int, tasks: int, runs: int, n: int) -> str:

@@ -15,7 +15,6 @@ Extra functions (a prototype under a number no release uses) are installed from 
 PostgreSQL each file as a script, on MySQL/MariaDB each file one CREATE PROCEDURE (dropped first).
 Prints each version's p50, mean and p90 per call (the first three rounds left out: a session plans
 its statements afresh) and, against the first version, the median of the per-round ratios."""
-import re
 import statistics
 import sys
 import time
@@ -33,16 +32,7 @@ url, world, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 versions = [int(v) for v in sys.argv[4].split(",")]
 eng = bq.bench_engine(url)
 dialect = db.dialect_dir(eng)
-for f in sys.argv[5:]:
-    text = Path(f).read_text()
-    with eng.begin() as c:
-        raw = c.connection.driver_connection
-        if dialect == "postgresql":
-            raw.execute(text)   # (no parameters: '%' stays as it is)
-        else:
-            cur = raw.cursor()
-            cur.execute("DROP PROCEDURE IF EXISTS " + re.search(r"CREATE PROCEDURE (\w+)", text).group(1))
-            cur.execute(text)
+bq.install_prototypes(eng, sys.argv[5:])
 if world.isdigit():
     made, max_tis = f"{int(world):,} scheduled TIs: {bq.setup(eng, int(world)):.1f} s", 512
 elif world == "small":

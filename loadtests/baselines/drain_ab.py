@@ -36,9 +36,7 @@ from engine import db  # noqa: E402
 url, size, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 versions = [int(v) for v in sys.argv[4].split(",")]
 eng = bq.bench_engine(url)
-for f in sys.argv[5:]:
-    with eng.begin() as c:
-        c.connection.driver_connection.execute(Path(f).read_text())  # (no parameters: '%' stays as it is)
+bq.install_prototypes(eng, sys.argv[5:])
 engines = {v: db.make_engine(url) for v in versions}
 print(f"set-up of {size:,} scheduled TIs: {bq.setup(eng, size):.1f} s; a 10^7-iteration Python loop takes "
       f"{bq.machine_speed()} s [load {bq.load()}]", flush=True)
