@@ -35,6 +35,7 @@ import sqlalchemy as sa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from engine import db  # noqa: E402
+from engine.errors import EngineError  # noqa: E402
 
 FULL = {"queue": ["--workloads", "small,blocked,sizes,surge", "--sizes", "100000,1000000",
                   "--blocked", "5000,500000", "--latency-calls", "40", "--drain-seconds", "10"],
@@ -74,7 +75,11 @@ def run_bench(args: list[str]) -> dict:
         out = f.name
     cmd = [sys.executable, *args, "--out", out]
     print("$ " + " ".join(["python", *args]), flush=True)
-    subprocess.run(cmd, cwd=REPO, check=True)
+    done = subprocess.run(cmd, cwd=REPO)
+    if done.returncode != 0:
+        # (Its own one-line error is above; no traceback of this process on top of it.)
+        raise EngineError(f"{args[0]} stopped with exit status {done.returncode} (its error is the line above); "
+                          "fix that and run targets.py again")
     try:
         return json.loads(Path(out).read_text())
     finally:

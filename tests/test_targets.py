@@ -63,3 +63,17 @@ def test_mariadb_against_postgresql():
     no_block = result("mysql", 16, 15, 30, 6000, 80, 900, 900)
     no_block["db_loop_1m_ms"] = None   # MySQL 8: no compound statement outside a stored program
     assert "mysql server: Python 10^7 loop 0.3 s, database 10^6 loop n/a;" in targets.table([no_block], full=True)
+
+
+def test_a_benchmark_that_stops_stops_the_run_in_one_line(tmp_path):
+    """A benchmark that exits non-zero (here: a URL of no database at all) ends targets.py with its
+    own error and one line naming it, exit status 1, and no traceback."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, str(Path(__file__).parent.parent / "loadtests" / "targets.py"),
+                           "--postgresql", "postgresql+psycopg://nobody@127.0.0.1:1/none", "--quick",
+                           "--out", str(tmp_path / "t.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "error: loadtests/bench_queue.py stopped with exit status 1" in done.stderr
+    assert not (tmp_path / "t.json").exists()
