@@ -207,8 +207,10 @@ _MARK = "engine db explain: measured call"
 
 
 def _warm_up(conn, name, params) -> None:
-    """Call once and roll back to a savepoint: the measured call then runs as it does in a
-    long-lived service (routine compiled, plans cached), on the same state."""
+    """Call once and roll back to a savepoint: the measured call then runs on the same state with
+    the routine compiled and its statements run once. (PostgreSQL's queue_tis creates scratch
+    tables at its first call of a session; the rollback to the savepoint drops them, so the
+    measured call creates them again: docs/procedures.md, "engine db explain".)"""
     savepoint = conn.begin_nested()
     try:
         db.run(conn, name, **params).all()
