@@ -28,8 +28,8 @@ from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
 
 CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
-                      "SELECT * FROM queue_tis_v20(:max_tis, NULL, :now, :pf)"],
-        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v20(:max_tis, NULL, :now, :pf)"]}
+                      "SELECT * FROM queue_tis_v21(:max_tis, NULL, :now, :pf)"],
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v21(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
@@ -41,8 +41,8 @@ def pg_only(eng):
 
 @pytest.fixture
 def sk(eng):
-    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v20, which
-    has them as they are), MySQL/MariaDB's v18's (through v20, which calls v19, which has them)."""
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v21, which
+    has them as they are), MySQL/MariaDB's v18's (through v21, which calls v20, then v19, which has them)."""
     return eng
 
 
