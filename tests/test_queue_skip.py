@@ -424,14 +424,18 @@ def test_transaction_ids_from_another_cluster_drop_the_entries(pg_only):
 
 
 def until_a_lock_wait(sk, thread, outcome) -> None:
-    """MySQL/MariaDB: until some transaction waits for a lock, while `thread` is alive (40 s at
-    most). (INNODB_TRX is a cache the server refreshes only when it was last read 0.1 s ago or
-    more: polled faster, it never shows the wait.)"""
+    """MySQL/MariaDB: until the session outcome["pid"] (`thread`'s) waits for a lock, while
+    `thread` is alive (40 s at most). Its own session only: INNODB_TRX lists the whole server's
+    transactions, and a test of another worker waiting for a lock in its own database had made
+    this return before `thread` waited. (INNODB_TRX is a cache the server refreshes only when it
+    was last read 0.1 s ago or more: polled faster, it never shows the wait.)"""
     with sk.connect() as c:
         deadline = time.monotonic() + 40
-        while c.execute(sa.text("SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                                "WHERE trx_state = 'LOCK WAIT'")).scalar() == 0:
+        while outcome.get("pid") is None or c.execute(sa.text(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                "WHERE trx_mysql_thread_id = :pid AND trx_state = 'LOCK WAIT'"), {"pid": outcome["pid"]}).scalar() == 0:
             assert thread.is_alive() and time.monotonic() < deadline, outcome
+            c.rollback()
             time.sleep(0.2)
 
 
@@ -454,7 +458,11 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
 
     def call():
         try:
-            outcome["ids"] = call_skip(sk, 1, skip_min=32)
+            set_min, stmt = CALL["mysql"]
+            with db.connect(sk) as c:
+                outcome["pid"] = c.execute(sa.text("SELECT CONNECTION_ID()")).scalar()
+                c.execute(sa.text(set_min), {"skip_min": 32})
+                outcome["ids"] = [r.ti_id for r in c.execute(sa.text(stmt), {"max_tis": 1, "now": T0, "pf": 2}).all()]
         except sa.exc.DBAPIError as exc:
             outcome["error"] = db.error_code(exc)
 
@@ -507,9 +515,12 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
     outcome = {}
 
     def write():
-        with sk.begin() as c:
+        with sk.connect() as c:
+            outcome["pid"] = c.execute(sa.text("SELECT CONNECTION_ID()")).scalar()
+            c.commit()   # (the write below is a transaction of its own, as before)
             c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = "
                               "(SELECT id FROM (SELECT max(id) AS id FROM task_instance WHERE id = 104) x)"))
+            c.commit()
         outcome["done"] = True
 
     writer = threading.Thread(target=write)
@@ -520,7 +531,7 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
     finally:
         caller.close()
         writer.join(60)
-    assert outcome == {"done": True}
+    assert outcome.get("done") is True, outcome
     assert list(entries(sk)) == ["p"]
     assert call_skip(sk, 1, skip_min=32) == [104]
 
