@@ -143,7 +143,7 @@ def test_skip_entries_keep_the_greedy_answer_through_changes(sk, data):
         max_tis = data.draw(st.integers(1, 6))
         expected = greedy_v4(w, max_tis, 0, 0, 0, 0)
         before = _usage(sk)
-        got = call_skip(sk, max_tis, pf=data.draw(st.sampled_from([0, 2])))
+        got = call_skip(sk, max_tis, pf=data.draw(st.sampled_from([0, 2])), skip_min=data.draw(st.sampled_from([1, 1, 3])))
         assert sorted(got) == sorted(expected)
         for part, (cap, used) in _usage(sk).items():
             assert used <= max(cap, before.get(part, (cap, 0))[1]), part
@@ -154,12 +154,12 @@ def test_skip_entries_keep_the_greedy_answer_through_changes(sk, data):
             next_id = _event(sk, w, data, next_id)
 
 
-def _blocked_head(sk, n_blocked: int = 40) -> World:
+def _blocked_head(sk, n_blocked: int = 40, n_behind: int = 5) -> World:
     """Pool p (4 slots): n_blocked TIs of run 1 (DAG a, max_active_tasks 1, one TI running in
-    pool q) at priority 9, then 5 TIs of run 2 (DAG b, no limit) at priority 1."""
+    pool q) at priority 9, then n_behind TIs of run 2 (DAG b, no limit) at priority 1."""
     tis = [TI(1, "a", 1, "t", 0, "running", 9, "q", 1)]
     tis += [TI(i, "a", 1, "t", i, "scheduled", 9, "p", 1) for i in range(2, 2 + n_blocked)]
-    tis += [TI(100 + i, "b", 2, "t", i, "scheduled", 1, "p", 1) for i in range(5)]
+    tis += [TI(100 + i, "b", 2, "t", i, "scheduled", 1, "p", 1) for i in range(n_behind)]
     w = World(pools={"default_pool": (128, False), "p": (4, False), "q": (4, False)}, parallelism={"default": None},
               dags={"a": (1, False), "b": (None, False)}, tasks={("a", "t"): (None, None), ("b", "t"): (None, None)},
               runs={1: ("a", "running", 0), 2: ("b", "running", 0)}, tis=tis)
@@ -220,6 +220,20 @@ def test_fewer_refused_tis_than_skip_min_make_no_entry(sk):
     _blocked_head(sk, n_blocked=31)
     assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
     assert entries(sk) == {}
+
+
+@pytest.mark.parametrize("n_behind", [5, 0], ids=["runnable-behind", "page-empty"])
+@pytest.mark.parametrize("skip_min", [32, 33])
+def test_a_head_of_exactly_skip_min_refused_tis_makes_an_entry(sk, n_behind, skip_min):
+    """PostgreSQL's v21 first looks for the skip_min-th TI ahead of the page's first row (ahead of
+    the pool's end, when the page is empty) and reads the head's reasons only where it exists:
+    32 refused TIs make an entry at skip_min 32, none at 33."""
+    _blocked_head(sk, n_blocked=32, n_behind=n_behind)
+    assert sorted(call_skip(sk, 2, skip_min=skip_min)) == [100, 101][:n_behind]
+    made = {"p": (33, None, [("run", "1", "None", "None", "None")])} if skip_min == 32 else {}
+    assert entries(sk) == made
+    assert sorted(call_skip(sk, 2, skip_min=skip_min)) == [102, 103][:n_behind]
+    assert entries(sk) == made
 
 
 def test_a_ti_written_ahead_of_the_bound_is_read(sk):
