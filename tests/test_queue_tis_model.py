@@ -187,15 +187,17 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # is v18 with that prune. v20 is PostgreSQL's v19 numbering a batch's partitions once per group;
 # on MySQL it calls v19. v21 is PostgreSQL's v20 starting a call's pages at the factor the
 # session's last call left (engine.qt21_factor; not with page_factor 0); on MySQL it calls v20.
+# v22 is PostgreSQL's v21 reading a refused head's reasons only where the head is long enough for
+# a skip entry (its factor in engine.qt22_factor); on MySQL it calls v21.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0), (20, 2), (20, 0),
-            (21, 2), (21, 0)]
+            (21, 2), (21, 0), (22, 2), (22, 0)]
 V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
-# The version whose own statements decide behind the named query (PostgreSQL's v21, MySQL's v19, which
-# its v21 calls through v20): 100 examples a case. Superseded versions are frozen (released files)
+# The version whose own statements decide behind the named query (PostgreSQL's v22, MySQL's v19, which
+# its v22 calls through v21 and v20): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
 # not grow by a full model run with every release. A release moves its predecessor down here.
-DECIDING = {"postgresql": 21, "mysql": 19}
+DECIDING = {"postgresql": 22, "mysql": 19}
 
 
 def _skip_calls_of_another(mysql: bool, version: int) -> None:
@@ -209,7 +211,7 @@ def _skip_calls_of_another(mysql: bool, version: int) -> None:
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
-    if mysql and version in (20, 21):
+    if mysql and version in (20, 21, 22):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v19 cases check v19; "
                     "the named query's cases, the calls)")
 
@@ -358,13 +360,13 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
 
 
-@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21])
+@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22])
 def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
     """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
     (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from
     its counter, and what R3 takes there is charged, so the next reserving TI of that run finds it
     full. A refused reserving TI holds its pool's free slots. (On PostgreSQL v15 to v18 call v11;
-    v19 to v21 have v11's R3; MySQL's v20 calls v19, its v21 v20.)"""
+    v19 to v22 have v11's R3; MySQL's v20 calls v19, its v21 v20, its v22 v21.)"""
     w = World(pools={"default_pool": (5, False)}, parallelism={"default": None},
               dags={"d1": (2, False), "d2": (1, False), "d3": (None, False)},
               tasks={("d1", "a"): (None, None), ("d2", "a"): (None, None), ("d3", "a"): (None, None)},
@@ -383,9 +385,10 @@ def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, 
     assert reservations(eng) == [(3, "default_pool", 1, "preemption"), (5, "default_pool", 1, "preemption")]
 
 
-def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng):
+@pytest.mark.parametrize("version", [21, 22])
+def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng, version):
     """PostgreSQL's v21 keeps, for its session, the page factor its next call starts at
-    (engine.qt21_factor): after a call of several batches it grows (the first batch took little),
+    (engine.qt21_factor; v22 the same in engine.qt22_factor): after a call of several batches it grows (the first batch took little),
     it never passes 16, page_factor 0 leaves it alone, and a value that is not a small number is
     ignored. Whatever the pages, the answer is the model's. (MySQL's v21 calls v20: no factor.)"""
     if db.dialect_dir(eng) != "postgresql":
@@ -401,13 +404,13 @@ def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng):
     load_world(eng, w)
     with eng.connect() as c:
         def call(max_tis: int, factor: int) -> list[int]:
-            ids = [r.ti_id for r in c.execute(sa.text("SELECT * FROM queue_tis_v21(:m, NULL, NULL, :f)"),
+            ids = [r.ti_id for r in c.execute(sa.text(f"SELECT * FROM queue_tis_v{version}(:m, NULL, NULL, :f)"),
                                               {"m": max_tis, "f": factor})]
             c.commit()
             return ids
 
         def learned():
-            return c.execute(sa.text("SELECT current_setting('engine.qt21_factor', true)")).scalar()
+            return c.execute(sa.text(f"SELECT current_setting('engine.qt{version}_factor', true)")).scalar()
 
         assert learned() in (None, "")
         assert sorted(call(12, 0)) == sorted(greedy(w, 12))  # page_factor 0: the smallest pages, nothing kept
@@ -417,7 +420,7 @@ def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng):
         assert sorted(call(12, 2)) == sorted(greedy(w, 12))
         assert 2 < int(learned()) <= 16                      # several batches: the next call starts longer
         c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', queued_at = NULL"))
-        c.execute(sa.text("SELECT set_config('engine.qt21_factor', '1e9', false)"))
+        c.execute(sa.text(f"SELECT set_config('engine.qt{version}_factor', '1e9', false)"))
         c.commit()
         assert sorted(call(12, 2)) == sorted(greedy(w, 12))  # not a small number: ignored
         assert 2 <= int(learned()) <= 16

@@ -2,7 +2,7 @@
 -- queue_tis_v20 (read sql/postgresql/queue_tis_v20.sql for its partitions numbered per group,
 -- sql/postgresql/queue_tis_v19.sql for its GROUPS, and sql/postgresql/queue_tis_v11.sql for the
 -- contract: arguments, knobs, result columns, lock, rule, counters, skip entries, batches) with
--- two changes that only change what a call costs:
+-- one change that only changes what a call costs:
 --   * THE FIRST BATCH'S PAGES SIZED BY THE LAST CALL. A batch reads, per open pool, a page of
 --     about page_factor rows per slot it may fill; a batch that cannot finish (the walk is cut,
 --     or refused too much) is followed by one with pages twice as long. v20 began every call at
@@ -22,14 +22,6 @@
 --     number): a drain of 1,000,000 at max_tis 512 p50 157.9 -> 118.5 ms a call (-26 % call by
 --     call), the session's factor staying between 9 and 16; the drain of 100,000, small passes
 --     and 5,000 blocked unchanged (their factor stays 2: 0.999, 0.995 and 1.025 call by call).
---   * A SHORT REFUSED HEAD IS NOT READ FOR ITS REASONS. Step 1b read, every call, the TIs ahead of
---     the page's first row in each pool without a skip entry, with a reason for each (qt21_reg),
---     then dropped the pool when they were fewer than engine.skip_min (no new entry). It now reads
---     first whether the skip_min-th such TI exists (at most skip_min index rows, no probes) and
---     looks for reasons only where it does. The same entries are made. Measured (commit_ab, v21
---     before against this under another number): small passes -6 to -7 % a call (0.939, 0.926
---     call by call; in that world no entry is ever made, the heads being shorter than 32), 5,000
---     blocked unchanged (1.014: there the entries hold and the look is not run).
 -- Scratch tables are v21's own (qt21_*), so v20 and v21 may run in one session. Sections named in
 -- capitals below (KNOBS, RUN'S DAG, SKIPPED PREFIXES, SYNCHRONOUS COMMIT OFF, JIT OFF) are v11's
 -- header; GROUPS is v19's.
@@ -504,7 +496,7 @@ BEGIN
             SELECT op.name, op.free, op.f_npw, op.f_after, op.f_map, op.f_id
             FROM (
                 -- (No F: a key past every TI.)
-                SELECT o.name, o.free, o.l_npw, o.l_after, o.l_map, o.l_id, f.id AS f_id0, k.pool IS NOT NULL AS has_entry,
+                SELECT o.name, o.free, o.l_npw, o.l_after, o.l_map, o.l_id, f.id AS f_id0,
                        coalesce(-(f.priority_weight::bigint), 9223372036854775807) AS f_npw,
                        coalesce(f.run_after, 'infinity') AS f_after, coalesce(f.map_index, 0) AS f_map,
                        coalesce(f.id, 0) AS f_id,
@@ -523,23 +515,7 @@ BEGIN
                 ORDER BY -(b.priority_weight::bigint), b.run_after, b.map_index, b.id
                 LIMIT 1
             ) h ON true
-            -- (A pool without an entry and without qt21_arr rows gets one only if at least
-            -- engine.skip_min TIs lie past L ahead of F (the DELETE below): the skip_min-th of them,
-            -- read here, is what lets its pool through. At most skip_min index rows a pool; the
-            -- reasons of a head too short for an entry are not read.)
-            LEFT JOIN LATERAL (
-                SELECT 1 AS one FROM task_instance b
-                WHERE NOT op.has_entry AND NOT op.arr
-                  AND b.state = 'scheduled' AND b.pool = op.name
-                  AND (-(b.priority_weight::bigint), b.run_after, b.map_index, b.id) > (op.l_npw, op.l_after, op.l_map, op.l_id)
-                  AND -(b.priority_weight::bigint) <= op.f_npw   -- (ends the scan)
-                  AND (-(b.priority_weight::bigint), b.run_after, b.map_index, b.id) < (op.f_npw, op.f_after, op.f_map, op.f_id)
-                ORDER BY -(b.priority_weight::bigint), b.run_after, b.map_index, b.id
-                OFFSET greatest(v_skip_min, 1) - 1
-                LIMIT 1
-            ) m ON true
-            WHERE (h.id IS DISTINCT FROM op.f_id0 OR op.arr)
-              AND (op.has_entry OR op.arr OR m.one IS NOT NULL);
+            WHERE h.id IS DISTINCT FROM op.f_id0 OR op.arr;
             IF FOUND THEN
                 -- Those TIs, read once more (index task_instance_queue_key from L, to the end of
                 -- F's priority; the uncovered ones from qt21_arr), grouped by the reason the page
