@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import db
+from tests.helpers import until_waiting_or_done
 from tests.reference import TI, World, greedy_v4
 from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
@@ -438,19 +439,11 @@ def test_transaction_ids_from_another_cluster_drop_the_entries(pg_only):
 
 
 def until_a_lock_wait(sk, thread, outcome) -> None:
-    """MySQL/MariaDB: until the session outcome["pid"] (`thread`'s) waits for a lock, while
-    `thread` is alive (40 s at most). Its own session only: INNODB_TRX lists the whole server's
-    transactions, and a test of another worker waiting for a lock in its own database had made
-    this return before `thread` waited. (INNODB_TRX is a cache the server refreshes only when it
-    was last read 0.1 s ago or more: polled faster, it never shows the wait.)"""
-    with sk.connect() as c:
-        deadline = time.monotonic() + 40
-        while outcome.get("pid") is None or c.execute(sa.text(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-                "WHERE trx_mysql_thread_id = :pid AND trx_state = 'LOCK WAIT'"), {"pid": outcome["pid"]}).scalar() == 0:
-            assert thread.is_alive() and time.monotonic() < deadline, outcome
-            c.rollback()
-            time.sleep(0.2)
+    """MySQL/MariaDB: until the session outcome["pid"] (`thread`'s) waits for a lock; fails if
+    `thread` ends first. Its own session only (helpers.until_waiting_or_done): INNODB_TRX lists the
+    whole server's transactions, and a test of another worker waiting for a lock in its own
+    database had made a server-wide count return before `thread` waited."""
+    assert until_waiting_or_done(sk, thread, outcome, "pid"), outcome
 
 
 def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_nothing(sk):
