@@ -407,6 +407,27 @@ def workload_surge(eng, seconds: float) -> dict:
     return {"drain": dr}
 
 
+def make_world(eng, world: str) -> tuple[str, int]:
+    """One of the A/B harnesses' worlds (loadtests/baselines): a number (a drain at max_tis 512 of
+    that many scheduled TIs), small (50,000 scheduled, pools nearly full, max_tis 32) or blockedN
+    (N blocked TIs ahead of 20,000, max_tis 32). Returns what was made and the world's max_tis."""
+    dialect = db.dialect_dir(eng)
+    if world.isdigit():
+        return f"{int(world):,} scheduled TIs: {setup(eng, int(world)):.1f} s", 512
+    if world == "small":
+        setup(eng, 50_000)
+        with eng.begin() as c:
+            script(c, FILL_POOLS[dialect])
+        return "the small world", 32
+    if world.startswith("blocked") and world[7:].isdigit():
+        setup(eng, 20_000)
+        n = int(world[7:])
+        with eng.begin() as c:
+            script(c, BLOCKED[dialect].format(pools=POOLS, n=n, seq_pools=seq(POOLS), seq_n=seq(n)))
+        return f"{n:,} blocked ahead of 20,000", 32
+    raise SystemExit(f"WORLD {world!r}: a number, small or blockedN")
+
+
 def workload_small(eng, calls: int) -> dict:
     load_s = setup(eng, 50_000)
     with eng.begin() as c:

@@ -33,21 +33,7 @@ versions = [int(v) for v in sys.argv[4].split(",")]
 eng = bq.bench_engine(url)
 dialect = db.dialect_dir(eng)
 bq.install_prototypes(eng, sys.argv[5:])
-if world.isdigit():
-    made, max_tis = f"{int(world):,} scheduled TIs: {bq.setup(eng, int(world)):.1f} s", 512
-elif world == "small":
-    bq.setup(eng, 50_000)
-    with eng.begin() as c:
-        bq.script(c, bq.FILL_POOLS[dialect])
-    made, max_tis = "the small world", 32
-elif world.startswith("blocked") and world[7:].isdigit():
-    bq.setup(eng, 20_000)
-    n = int(world[7:])
-    with eng.begin() as c:
-        bq.script(c, bq.BLOCKED[dialect].format(pools=bq.POOLS, n=n, seq_pools=bq.seq(bq.POOLS), seq_n=bq.seq(n)))
-    made, max_tis = f"{n:,} blocked ahead of 20,000", 32
-else:
-    sys.exit(f"WORLD {world!r}: a number, small or blockedN")
+made, max_tis = bq.make_world(eng, world)
 print(f"set-up of {made}; a 10^7-iteration Python loop takes {bq.machine_speed()} s [load {bq.load()}]", flush=True)
 CALL = {"postgresql": "SELECT ti_id FROM queue_tis_v{v}(:m, NULL, NULL)", "mysql": "CALL queue_tis_v{v}(:m, NULL, NULL, 2)"}
 # One engine (connection pool, one connection) per version: each keeps its own session.
