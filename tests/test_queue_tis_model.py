@@ -188,16 +188,18 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # on MySQL it calls v19. v21 is PostgreSQL's v20 starting a call's pages at the factor the
 # session's last call left (engine.qt21_factor; not with page_factor 0); on MySQL it calls v20.
 # v22 is PostgreSQL's v21 reading a refused head's reasons only where the head is long enough for
-# a skip entry (its factor in engine.qt22_factor); on MySQL it calls v21.
+# a skip entry (its factor in engine.qt22_factor); on MySQL it calls v21. v23 is PostgreSQL's v22
+# counting a batch's check points over its candidates, not its page (engine.qt23_factor); on MySQL
+# it calls v22.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0), (20, 2), (20, 0),
-            (21, 2), (21, 0), (22, 2), (22, 0)]
+            (21, 2), (21, 0), (22, 2), (22, 0), (23, 2), (23, 0)]
 V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
-# The version whose own statements decide behind the named query (PostgreSQL's v22, MySQL's v19, which
-# its v22 calls through v21 and v20): 100 examples a case. Superseded versions are frozen (released files)
+# The version whose own statements decide behind the named query (PostgreSQL's v23, MySQL's v19, which
+# its v23 calls through v22, v21 and v20): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
 # not grow by a full model run with every release. A release moves its predecessor down here.
-DECIDING = {"postgresql": 22, "mysql": 19}
+DECIDING = {"postgresql": 23, "mysql": 19}
 
 
 def _skip_calls_of_another(mysql: bool, version: int) -> None:
@@ -211,7 +213,7 @@ def _skip_calls_of_another(mysql: bool, version: int) -> None:
     if mysql and version in (10, 11):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v9 cases check v9; "
                     "the named query's cases, the chain of calls)")
-    if mysql and version in (20, 21, 22):
+    if mysql and version in (20, 21, 22, 23):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v19 cases check v19; "
                     "the named query's cases, the calls)")
 
@@ -314,11 +316,11 @@ def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_an
     assert call() == [2]
 
 
-@pytest.mark.parametrize("version", [8, 10])
+@pytest.mark.parametrize("version", [8, 10, 23])
 @pytest.mark.parametrize("free_after_page", [1, 0], ids=["pool-has-room", "pool-full"])
 def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(eng, free_after_page, version):
-    """Small pages (page_factor 0: 8 rows in v8, 4 in v10). Pool p: ten TIs of task a
-    (max_active_tis_per_dag 1) ahead of one TI of task b. The page holds a's first eight (four):
+    """Small pages (page_factor 0: 8 rows in v8, 4 in v10 and in v23, whose check points are
+    counted anew). Pool p: ten TIs of task a (max_active_tis_per_dag 1) ahead of one TI of task b. The page holds a's first eight (four):
     the walk takes the first, the cap refuses the others. With a slot of p still free after that
     page, b (beyond the page, unknown to this batch) may fit: the batch must end at the page's
     last row, and the next batch finds b.
@@ -335,6 +337,36 @@ def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(e
     assert sorted(expected) == ([1, 11, 12] if free_after_page else [1, 12])
     got = _call_v4(eng, version, {"max_tis": 8, "now": T0, "pf": 0, "rate": 0, "cap": 1, "ra": 0})
     assert sorted(got) == sorted(expected)
+
+
+@pytest.mark.parametrize("version", [22, 23])
+def test_a_check_point_counts_the_candidates_up_to_it_and_nothing_else(eng, version):
+    """Small pages (page_factor 0: 4 rows). The walk meets a check point (a full page's last row)
+    after the candidates that come before it or at it in queue order: v23 counts them over the
+    candidates and the check points sorted together (v22 over the whole page).
+    - Counting a check point itself, when it is not a candidate: pool p's page is a's TIs 1-4
+      (max_active_tis_per_dag 1: TI 1 the only candidate), p keeps a slot, so the batch must end
+      at TI 4 and the next one find b's TI 11 (priority 5) before q's TI 12 (priority 1); with
+      max_tis 2 a count one too high walks TI 12 first and takes it instead of TI 11.
+    - Not counting a check point that is a candidate: pool r's page is TIs 21-24 (priority 0) of
+      four tasks, all runnable, r has 4 slots; a count one too low meets the check point before TI 24 while r
+      still has a slot, so the batch ends there and TI 24 is passed over for TI 25."""
+    tis = [TI(i, "d", 1, "a", i, "scheduled", 9, "p", 1) for i in range(1, 11)]
+    tis += [TI(11, "d", 1, "b", 0, "scheduled", 5, "p", 1), TI(12, "d", 1, "b", 1, "scheduled", 1, "q", 1)]
+    tis += [TI(20 + i, "e", 2, f"t{i}", -1, "scheduled", 0, "r", 1) for i in range(1, 6)]
+    w = World(pools={"default_pool": (128, False), "p": (2, False), "q": (4, False), "r": (4, False)},
+              parallelism={"default": None}, dags={"d": (None, False), "e": (None, False)},
+              tasks={("d", "a"): (1, None), ("d", "b"): (None, None),
+                     **{("e", f"t{i}"): (None, None) for i in range(1, 6)}},
+              runs={1: ("d", "running", 0), 2: ("e", "running", 0)}, tis=tis)
+    load_world(eng, w)
+    for max_tis, want in ((2, [1, 11]), (8, [1, 11, 12, 21, 22, 23, 24])):
+        expected = greedy_v4(w, max_tis, 0, 0, 0, 0)
+        assert sorted(expected) == want
+        with eng.begin() as c:
+            c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', queued_at = NULL"))
+        got = _call_v4(eng, version, {"max_tis": max_tis, "now": T0, "pf": 0, "rate": 0, "cap": 1, "ra": 0})
+        assert sorted(got) == sorted(expected)
 
 
 def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
@@ -360,13 +392,13 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
 
 
-@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22])
+@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22, 23])
 def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
     """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
     (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from
     its counter, and what R3 takes there is charged, so the next reserving TI of that run finds it
     full. A refused reserving TI holds its pool's free slots. (On PostgreSQL v15 to v18 call v11;
-    v19 to v22 have v11's R3; MySQL's v20 calls v19, its v21 v20, its v22 v21.)"""
+    v19 to v23 have v11's R3; MySQL's v20 calls v19, its v21 v20, its v22 v21, its v23 v22.)"""
     w = World(pools={"default_pool": (5, False)}, parallelism={"default": None},
               dags={"d1": (2, False), "d2": (1, False), "d3": (None, False)},
               tasks={("d1", "a"): (None, None), ("d2", "a"): (None, None), ("d3", "a"): (None, None)},
@@ -385,10 +417,10 @@ def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, 
     assert reservations(eng) == [(3, "default_pool", 1, "preemption"), (5, "default_pool", 1, "preemption")]
 
 
-@pytest.mark.parametrize("version", [21, 22])
+@pytest.mark.parametrize("version", [21, 22, 23])
 def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng, version):
     """PostgreSQL's v21 keeps, for its session, the page factor its next call starts at
-    (engine.qt21_factor; v22 the same in engine.qt22_factor): after a call of several batches it grows (the first batch took little),
+    (engine.qt21_factor; v22 and v23 the same in engine.qt22_factor and engine.qt23_factor): after a call of several batches it grows (the first batch took little),
     it never passes 16, page_factor 0 leaves it alone, and a value that is not a small number is
     ignored. Whatever the pages, the answer is the model's. (MySQL's v21 calls v20: no factor.)"""
     if db.dialect_dir(eng) != "postgresql":
