@@ -111,10 +111,23 @@ def _queued_then_some_finish(eng, w, got, data) -> None:
                   .bindparams(sa.bindparam("ids", expanding=True)), {"ids": sorted(done)})
 
 
-@pytest.mark.parametrize("version", [1, 2, None, "v3-small-pages"], ids=["v1", "v2", "current", "v3-small-pages"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_tis=st.integers(1, 12), data=st.data())
-def test_queue_tis_matches_the_greedy_model(eng, version, max_tis, data):
+def test_queue_tis_matches_the_greedy_model(eng, max_tis, data):
+    """The named query's version, as the scheduler calls it."""
+    _check_against_the_greedy_model(eng, None, max_tis, data)
+
+
+# v1, v2 and v3 are frozen (released) and were run at 100 examples while each was the named query's;
+# they keep 25 a case, as the superseded versions of the cases below do.
+@pytest.mark.parametrize("version", [1, 2, "v3-small-pages"], ids=["v1", "v2", "v3-small-pages"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(max_tis=st.integers(1, 12), data=st.data())
+def test_the_first_releases_match_the_greedy_model(eng, version, max_tis, data):
+    _check_against_the_greedy_model(eng, version, max_tis, data)
+
+
+def _check_against_the_greedy_model(eng, version, max_tis, data):
     w = data.draw(worlds(dotted=version != 1), label="world")
     load_world(eng, w)
     for _ in range(3):
