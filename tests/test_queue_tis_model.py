@@ -333,10 +333,10 @@ def test_queue_tis_v7_with_nothing_to_decide_returns_nothing_without_the_lock_an
 @pytest.mark.parametrize("free_after_page", [1, 0], ids=["pool-has-room", "pool-full"])
 def test_queue_tis_v8_ends_a_batch_at_a_full_page_only_while_its_pool_has_room(eng, free_after_page, version):
     """Small pages (page_factor 0: 8 rows in v8, 4 in v10 and in v23, whose check points are
-    counted anew). Pool p: ten TIs of task a (max_active_tis_per_dag 1) ahead of one TI of task b. The page holds a's first eight (four):
-    the walk takes the first, the cap refuses the others. With a slot of p still free after that
-    page, b (beyond the page, unknown to this batch) may fit: the batch must end at the page's
-    last row, and the next batch finds b.
+    counted anew). Pool p: ten TIs of task a (max_active_tis_per_dag 1) ahead of one TI of task
+    b. The page holds a's first eight (four): the walk takes the first, the cap refuses the
+    others. With a slot of p still free after that page, b (beyond the page, unknown to this
+    batch) may fit: the batch must end at the page's last row, and the next batch finds b.
     With p full, nothing beyond the page can be queued: the walk goes on to pool q's TI, which
     comes after p's page in queue order, in the same batch. Either way the greedy rule's answer."""
     slots = 1 + free_after_page
@@ -362,8 +362,8 @@ def test_a_check_point_counts_the_candidates_up_to_it_and_nothing_else(eng, vers
       at TI 4 and the next one find b's TI 11 (priority 5) before q's TI 12 (priority 1); with
       max_tis 2 a count one too high walks TI 12 first and takes it instead of TI 11.
     - Not counting a check point that is a candidate: pool r's page is TIs 21-24 (priority 0) of
-      four tasks, all runnable, r has 4 slots; a count one too low meets the check point before TI 24 while r
-      still has a slot, so the batch ends there and TI 24 is passed over for TI 25."""
+      four tasks, all runnable, r has 4 slots; a count one too low meets the check point before
+      TI 24 while r still has a slot, so the batch ends there and TI 24 is passed over for TI 25."""
     tis = [TI(i, "d", 1, "a", i, "scheduled", 9, "p", 1) for i in range(1, 11)]
     tis += [TI(11, "d", 1, "b", 0, "scheduled", 5, "p", 1), TI(12, "d", 1, "b", 1, "scheduled", 1, "q", 1)]
     tis += [TI(20 + i, "e", 2, f"t{i}", -1, "scheduled", 0, "r", 1) for i in range(1, 6)]
@@ -433,8 +433,8 @@ def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, 
 @pytest.mark.parametrize("version", [21, 22, 23])
 def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng, version):
     """PostgreSQL's v21 keeps, for its session, the page factor its next call starts at
-    (engine.qt21_factor; v22 and v23 the same in engine.qt22_factor and engine.qt23_factor): after a call of several batches it grows (the first batch took little),
-    it never passes 16, page_factor 0 leaves it alone, and a value that is not a small number is
+    (engine.qt21_factor; v22 and v23 the same in engine.qt22_factor and engine.qt23_factor):
+    after a call of several batches it grows (the first batch took little), it never passes 16, page_factor 0 leaves it alone, and a value that is not a small number is
     ignored. Whatever the pages, the answer is the model's. (MySQL's v21 calls v20: no factor.)"""
     if db.dialect_dir(eng) != "postgresql":
         pytest.skip("PostgreSQL's v21 only (MySQL's calls v20)")
