@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import db
-from tests.helpers import until_waiting_or_done
+from tests.helpers import SESSION_ID, until_waiting_or_done
 from tests.reference import TI, World, greedy_v4
 from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
@@ -47,10 +47,13 @@ def sk(eng):
     return eng
 
 
-def call_skip(eng, max_tis: int, pf: int = 2, skip_min: int = 1) -> list[int]:
-    """The version with skip entries of the engine's dialect; the queued ids."""
+def call_skip(eng, max_tis: int, pf: int = 2, skip_min: int = 1, outcome: dict | None = None) -> list[int]:
+    """The version with skip entries of the engine's dialect; the queued ids. With `outcome`, its
+    session's id goes to outcome["pid"] first (for helpers.until_waiting_or_done)."""
     set_min, call = CALL[db.dialect_dir(eng)]
     with db.connect(eng) as c:
+        if outcome is not None:
+            outcome["pid"] = c.execute(sa.text(SESSION_ID[db.dialect_dir(eng)])).scalar()
         c.execute(sa.text(set_min), {"skip_min": skip_min})
         return [r.ti_id for r in c.execute(sa.text(call), {"max_tis": max_tis, "now": T0, "pf": pf}).all()]
 
@@ -333,12 +336,7 @@ def test_a_writer_that_commits_while_the_call_reads_the_refused_head_is_not_hidd
     outcome = {}
 
     def call():
-        with db.connect(sk) as c:
-            outcome["pid"] = c.execute(sa.text("SELECT pg_backend_pid()" if dialect == "postgresql"
-                                               else "SELECT CONNECTION_ID()")).scalar()
-            set_min, stmt = CALL[dialect]
-            c.execute(sa.text(set_min), {"skip_min": 32})
-            outcome["ids"] = [r.ti_id for r in c.execute(sa.text(stmt), {"max_tis": 1, "now": T0, "pf": 2}).all()]
+        outcome["ids"] = call_skip(sk, 1, skip_min=32, outcome=outcome)
 
     caller = threading.Thread(target=call)
     caller.start()
@@ -465,11 +463,7 @@ def test_a_writer_and_the_call_making_an_entry_deadlock_and_one_retry_loses_noth
 
     def call():
         try:
-            set_min, stmt = CALL["mysql"]
-            with db.connect(sk) as c:
-                outcome["pid"] = c.execute(sa.text("SELECT CONNECTION_ID()")).scalar()
-                c.execute(sa.text(set_min), {"skip_min": 32})
-                outcome["ids"] = [r.ti_id for r in c.execute(sa.text(stmt), {"max_tis": 1, "now": T0, "pf": 2}).all()]
+            outcome["ids"] = call_skip(sk, 1, skip_min=32, outcome=outcome)
         except sa.exc.DBAPIError as exc:
             outcome["error"] = db.error_code(exc)
 
@@ -523,7 +517,7 @@ def test_a_writer_whose_statement_read_before_it_waited_for_the_gate_logs_its_ti
 
     def write():
         with sk.connect() as c:
-            outcome["pid"] = c.execute(sa.text("SELECT CONNECTION_ID()")).scalar()
+            outcome["pid"] = c.execute(sa.text(SESSION_ID["mysql"])).scalar()
             c.commit()   # (the write below is a transaction of its own, as before)
             c.execute(sa.text("UPDATE task_instance SET state = 'scheduled', priority_weight = 10 WHERE id = "
                               "(SELECT id FROM (SELECT max(id) AS id FROM task_instance WHERE id = 104) x)"))
