@@ -1,0 +1,20 @@
+-- queue_tis_v24(max_tis, job_id, now, page_factor): on PostgreSQL exactly queue_tis_v23, which it
+-- calls (read sql/postgresql/queue_tis_v23.sql, and sql/postgresql/queue_tis_v11.sql for the
+-- contract). The version exists for MySQL/MariaDB, whose queue_tis_v24 keeps its small scratch
+-- tables in MEMORY (MariaDB's Aria temporary tables cost ~30 us a row read by key) and numbers a
+-- batch's partitions once per group, as PostgreSQL's v20 already does. Both dialects name the
+-- same procedures, and the named query `queue_tis` calls v24 on both.
+-- LOCK, INVARIANT, CALLERS MAY ASSUME: those of queue_tis_v23 (scheduler_lock('queue_tis'), FOR
+-- UPDATE NOWAIT: SQLSTATE 55P03 at once when another scheduler holds it; no limit is exceeded, a
+-- TI is queued once).
+CREATE OR REPLACE FUNCTION queue_tis_v24(p_max_tis int, p_job_id bigint DEFAULT NULL,
+                                        p_now timestamptz DEFAULT NULL, p_page_factor int DEFAULT 2)
+RETURNS TABLE (ti_id bigint, dag_id text, run_id text, task_id text, map_index int,
+               try_number int, pool text, queue text, executor text, priority_weight int)
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM queue_tis_v23(p_max_tis, p_job_id, p_now, p_page_factor);
+END;
+$$;
