@@ -4,6 +4,8 @@ auto_explain for the statements of a procedure, so this installs a copy of the p
 bench_queue.py's worlds as commit_ab.py does (every call committed; a drain's TIs finished, a small
 or blocked world's put back), and prints the milliseconds a call spent up to each point since the
 one before (statements in a loop add up; an IF's condition counts to the statement after it).
+(`engine db explain queue_tis` shows one rolled-back call, and MariaDB's profiler keeps only its
+last 100 statements; a drain call runs several hundred.)
 
     python loadtests/baselines/mysql_profile.py URL WORLD WARM CALLS FILE.sql
     e.g. ... mysql+pymysql://root@127.0.0.1:3306/bench_q 100000 5 40 sql/mysql/queue_tis_v24.sql
