@@ -145,11 +145,16 @@ def _check_against_the_greedy_model(eng, version, max_tis, data):
 @st.composite
 def contended_worlds(draw):
     """Worlds where the order decides: runnable TIs of varied priority, scheduled at varied
-    times, competing for one or two small pools (v4's aging and reservations change who wins)."""
+    times, competing for one or two small pools (v4's aging and reservations change who wins).
+    Each task may have max_active_tis_per_dagrun 1 or 2, so two tasks of one run often meet in one
+    batch with a (run, task) limit between them: without it, MySQL's v24 with its (run, task)
+    partitions numbered by run alone passed 100 examples of every model case; with it the
+    deciding cases fail it."""
     pools = {"p0": (draw(st.integers(1, 6)), False), "p1": (draw(st.sampled_from([-1, 2, 4])), False),
              "default_pool": (128, False)}
     dags = {"d0": (draw(st.sampled_from([None, None, 3])), False), "d1": (None, draw(st.booleans()))}
-    tasks = {(d, t): (draw(st.sampled_from([None, None, 2])), None) for d in dags for t in ("a", "b")}
+    tasks = {(d, t): (draw(st.sampled_from([None, None, 2])), draw(st.sampled_from([None, None, 1, 2])))
+             for d in dags for t in ("a", "b")}
     runs = {i: (f"d{i % 2}", "running", draw(st.integers(0, 3))) for i in range(1, 4)}
     tis = []
     for i in range(draw(st.integers(2, 24))):
