@@ -396,9 +396,10 @@ def test_a_run_task_partition_holds_one_task_of_one_run(eng, version):
     """max_active_tis_per_dagrun counts one task's TIs in one run. Run 1's task b may run one at a
     time; its task a (no such limit) and run 2's task b come first in queue order and must not count
     against it: TIs 1, 2, 3 and 5 are queued, TI 4 (b's second of run 1) waits. (A numbering of the
-    (run, task) partitions by run alone, or by task alone, merges them: it passed the model cases
-    above at 100 examples in MySQL's v24 and fails here. PostgreSQL's versions from v20 on number
-    them once per group, as MySQL's v24 does; v19 numbers them over the page rows.)"""
+    (run, task) partitions by run alone, or by task alone, merges them: written into MySQL's v24,
+    it passed the model cases at 100 examples until contended_worlds drew a (run, task) limit, and
+    it fails here. PostgreSQL's versions from v20 on number them once per group, as MySQL's v24
+    does; v19 numbers them over the page rows.)"""
     tis = [TI(1, "d", 1, "a", 0, "scheduled", 9, "default_pool", 1), TI(2, "d", 2, "b", 0, "scheduled", 8, "default_pool", 1),
            TI(3, "d", 1, "b", 0, "scheduled", 7, "default_pool", 1), TI(4, "d", 1, "b", 1, "scheduled", 6, "default_pool", 1),
            TI(5, "d", 1, "a", 1, "scheduled", 5, "default_pool", 1)]
