@@ -428,6 +428,16 @@ def make_world(eng, world: str) -> tuple[str, int]:
     raise SystemExit(f"WORLD {world!r}: a number, small or blockedN")
 
 
+def settle(eng, ids: list[int], max_tis: int) -> None:
+    """After a call on one of make_world's worlds: a drain's TIs (max_tis 512) finish, so the
+    backlog shrinks as in production; a small or blocked world's go back to scheduled, so every
+    call meets the same world."""
+    if ids and max_tis == 512:
+        set_state(eng, ids, "success")
+    elif ids:
+        set_state(eng, ids, "scheduled", clear_queued=True)
+
+
 def workload_small(eng, calls: int) -> dict:
     load_s = setup(eng, 50_000)
     with eng.begin() as c:

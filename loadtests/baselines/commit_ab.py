@@ -45,11 +45,7 @@ for i in range(rounds):
         with engines[v].begin() as c:
             ids = [r[0] for r in c.execute(sa.text(CALL[dialect].format(v=v)), {"m": max_tis})]
         times[v].append((time.perf_counter() - t0) * 1000)
-        if ids:
-            if max_tis == 512:
-                bq.set_state(eng, ids, "success")
-            else:
-                bq.set_state(eng, ids, "scheduled", clear_queued=True)
+        bq.settle(eng, ids, max_tis)
 for v in versions:
     t = sorted(times[v][3:])
     print(f"{world}: queue_tis_v{v} p50 {statistics.median(t):.1f} ms, mean {statistics.mean(t):.1f}, "

@@ -101,7 +101,6 @@ def main() -> int:
           flush=True)
     named, other = db.make_engine(url), db.make_engine(url)   # a session each
     sql, arg = WRITE[dialect]
-    done = "success" if max_tis == 512 else "scheduled"
     t = {k: [] for k in ("call", "empty", "fold", "write")}
 
     def timed(part, fn):
@@ -135,7 +134,7 @@ def main() -> int:
         got = timed("write", lambda: write(ids))
         if sorted(got) != sorted(ids):
             raise SystemExit(f"the floor queued {len(got)} TIs of the call's {len(ids)}: the world moved")
-        bq.set_state(eng, ids, done, clear_queued=done == "scheduled")
+        bq.settle(eng, ids, max_tis)
     if len(sizes) < 5:
         raise SystemExit(f"{len(sizes)} rounds before the world ran dry: too few to measure")
     p50 = {k: statistics.median(v[3:]) for k, v in t.items()}   # (the first three: a session plans afresh)

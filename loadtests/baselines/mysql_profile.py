@@ -96,10 +96,7 @@ def main() -> None:
                 times.append(dt)
                 for n, us in zip(points, spent):
                     total[n] += us or 0
-            if ids and max_tis == 512:
-                bq.set_state(eng, ids, "success")
-            elif ids:
-                bq.set_state(eng, ids, "scheduled", clear_queued=True)
+            bq.settle(eng, ids, max_tis)
     print(f"{Path(path).name} instrumented: call p50 {statistics.median(times) * 1000:.1f} ms, "
           f"{sum(total.values()) / calls / 1000:.1f} ms a call at the points [load {bq.load()}]")
     for n in points:
