@@ -298,6 +298,65 @@ def test_a_heartbeat_and_an_operators_change_of_a_preempting_ti_at_once(eng, act
     assert [tuple(m) for m in moves] == [(action, "preempting", final)]
 
 
+def test_a_ti_cleared_while_a_heartbeat_picks_its_restarting_tis_is_moved_with_its_row(eng):
+    """A heartbeat writes a state_change row for every TI it moves. Here its pick waits for a
+    restarting TI (2) that another transaction holds while an operator clears the job's
+    preempting TI (1): each TI's rows must chain from its state before to its state after.
+    (MySQL/MariaDB's heartbeat_v4 wrote the `restarted` rows from one locking read and moved
+    the TIs by a second read: TI 1, cleared to `restarting` in between, went to `none` without
+    its row. heartbeat_v5, revision 0056, moves only the TIs its one pick took.)"""
+    from tests.helpers import start_in_thread, until_waiting_or_done
+    world = World(pools={"p": (4, False), "default_pool": (128, False)}, parallelism={"default": None},
+                  dags={"d": (None, False), "e": (None, False)},
+                  tasks={("d", "t"): (None, None), ("e", "t"): (None, None)},
+                  runs={1: ("d", "running", 0), 2: ("e", "running", 0)},
+                  tis=[TI(1, "d", 1, "t", 0, "running", 1, "p", 1), TI(2, "e", 2, "t", 0, "running", 1, "p", 1)])
+    load_world(eng, world)
+    with db.connect(eng) as c:
+        job = db.run(c, "register_job", kind="worker", hostname="w", pid=1).scalar_one()
+    sql(eng, "UPDATE task_instance SET worker_job_id = :j, state = CASE WHEN id = 1 THEN 'preempting' "
+             "ELSE 'restarting' END", j=job)
+
+    def heartbeat(c):
+        return db.run(c, "worker_heartbeat", job_id=job, running="[]", now=None).all()
+
+    def clear(c):
+        return db.run(c, "clear_tis", dag_id="d", run_id=None, task_regex=None, downstream=False, upstream=False,
+                      only_failed=False, dry_run=False, reason=None, now=None).all()
+    holder = eng.connect()   # a transaction holding TI 2 (a report of its try, say)
+    held = holder.begin()
+    holder.execute(sa.text("SELECT id FROM task_instance WHERE id = 2 FOR UPDATE")).all()
+    outcome: dict = {}
+    threads = []
+    try:
+        threads.append(start_in_thread(eng, heartbeat, outcome, "hb"))
+        assert until_waiting_or_done(eng, threads[0], outcome, "hb_pid"), outcome
+        # the clear finishes, or waits for the heartbeat when its pick holds TI 1 (v5)
+        threads.append(start_in_thread(eng, clear, outcome, "clear"))
+        until_waiting_or_done(eng, threads[1], outcome, "clear_pid")
+        held.commit()
+    finally:
+        holder.close()
+        for t in threads:
+            t.join(60)
+    # On MySQL/MariaDB (v5) the clear, waiting for TI 1 that the heartbeat's pick holds, may be
+    # chosen as a deadlock's victim (its read holds TI 1's index entry that the heartbeat's
+    # UPDATE must change): rolled back whole, so it is run again, as the CLI tells an operator.
+    if db.is_transient(outcome.get("clear")):
+        with db.connect(eng) as c:
+            outcome["clear"] = clear(c)
+    assert not any(isinstance(v, Exception) for v in outcome.values()), outcome
+    if state(eng, "d") == "restarting":   # cleared after the pick: the next heartbeat moves it
+        with db.connect(eng) as c:
+            heartbeat(c)
+    for dag_id, ti_id, before in (("d", 1, "preempting"), ("e", 2, "restarting")):
+        moves = [tuple(m) for m in sql(eng, "SELECT from_state, to_state FROM state_change WHERE ti_id = :i "
+                                            "ORDER BY id", i=ti_id)]
+        chain = [before] + [m[1] for m in moves]
+        assert [m[0] for m in moves] == chain[:-1] and chain[-1] == state(eng, dag_id), (ti_id, moves)
+    assert state(eng, "e") == "none" and state(eng, "d") == "none"
+
+
 # --- wide TIs and aging: the queue_tis named query on worlds written directly ----------------
 
 def _world(pool_slots: int, tis: list[TI]) -> World:

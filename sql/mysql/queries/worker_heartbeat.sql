@@ -1,1 +1,1 @@
-CALL heartbeat_v4(:job_id, :running, :now)
+CALL heartbeat_v5(:job_id, :running, :now)
