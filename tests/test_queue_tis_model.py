@@ -166,6 +166,25 @@ def contended_worlds(draw):
     return World(pools, {"default": draw(st.sampled_from([None, 6])), "other": None}, dags, tasks, runs, tis)
 
 
+@st.composite
+def batched_worlds(draw):
+    """One small pool whose waiting TIs of widths 1-3 a call reads in several batches (its pages
+    are short next to the TIs the pool refuses), some of its slots held already: a batch must
+    charge the slots it took before the next one reads the pool's room. (MySQL's v24 with a charge
+    of one slot a TI instead of its width passed 100 examples of every model case at times;
+    test_a_batch_charges_the_slots_it_took_before_the_next_batch is the fixed case of it.)"""
+    pools = {"p": (draw(st.integers(2, 8)), False), "default_pool": (128, False)}
+    dags = {"d": (None, False)}
+    tasks = {("d", t): (None, draw(st.sampled_from([None, None, None, 2]))) for t in ("a", "b")}
+    runs = {1: ("d", "running", 0), 2: ("d", "running", 1)}
+    tis = [TI(id=i + 1, dag_id="d", run=draw(st.sampled_from([1, 2])), task_id=draw(st.sampled_from(["a", "b"])),
+              map_index=i, state=draw(st.sampled_from(["scheduled"] * 6 + ["running"])),
+              priority_weight=draw(st.integers(1, 3)), pool="p", pool_slots=draw(st.sampled_from([1, 2, 2, 3])),
+              since=draw(st.integers(0, 3)))
+           for i in range(draw(st.integers(6, 20)))]
+    return World(pools, {"default": None}, dags, tasks, runs, tis)
+
+
 # queue_tis_v4 / v5 with its knobs set as the named query sets them, and page_factor chosen.
 V4_CALL = {"postgresql": ["SELECT set_config('engine.aging_rate', CAST(CAST(:rate AS float) AS text), true), "
                           "set_config('engine.aging_cap', CAST(:cap AS text), true), "
@@ -272,7 +291,7 @@ def test_queue_tis_v4_matches_the_model(eng, version, page_factor, max_tis, data
 def _check_against_the_model(eng, version, page_factor, max_tis, data, aging: bool = True):
     mysql = db.dialect_dir(eng) == "mysql"
     _skip_calls_of_another(mysql, version)
-    w = data.draw(st.one_of(worlds(dotted=True), contended_worlds()), label="world")
+    w = data.draw(st.one_of(worlds(dotted=True), contended_worlds(), batched_worlds()), label="world")
     for t in w.tis:  # scheduled at some minute (None: when its run was due)
         if t.since is None:
             t.since = data.draw(st.one_of(st.none(), st.integers(0, 9)))
