@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import db
+from engine import db, dba
 from tests.reference import TI, Reservation, World, greedy, greedy_v4
 from tests.world import T0, load_one_run, load_world, queue, reservations
 
@@ -583,3 +583,24 @@ def test_queue_tis_v21_starts_its_pages_where_the_sessions_last_call_left(eng, v
         c.commit()
         assert sorted(call(12, 2)) == sorted(greedy(w, 12))  # not a small number: ignored
         assert 2 <= int(learned()) <= 16
+
+
+def test_queue_tis_v25_plans_step_3b_as_a_hash_join(eng):
+    """PostgreSQL's v25 runs v23 with merge joins off for the call: its never-analyzed scratch
+    tables made the planner join each page row to its group (step 3b) by a merge join, sorting
+    every page row by five keys. Planned afresh (engine db explain's measured call creates the
+    scratch tables again), no statement of the call is a merge join, and 3b is a hash join.
+    (v24, which calls v23 with the defaults, plans 3b as a merge join on this world.)"""
+    if db.dialect_dir(eng) != "postgresql":
+        pytest.skip("PostgreSQL's v25 only (MySQL/MariaDB's calls v24)")
+    w = World(pools={"default_pool": (64, False), "p2": (64, False)}, parallelism={"default": None},
+              dags={"d": (None, False)}, tasks={("d", "a"): (None, 2), ("d", "b"): (None, None)},
+              runs={r: ("d", "running", r) for r in range(1, 7)},
+              tis=[TI(100 * r + 10 * k + m, "d", r, task, m, "scheduled", 1, pool, 1)
+                   for r in range(1, 7) for k, (task, pool) in enumerate((("a", "default_pool"), ("b", "p2")))
+                   for m in range(5)])
+    load_world(eng, w)
+    statements = dba.explain(eng, "queue_tis_v25", {"max_tis": 8}, {}).statements
+    cand = [st.plan for st in statements if st.text.startswith("INSERT INTO qt23_cand")]
+    assert cand and all("Hash Join" in plan for plan in cand), cand
+    assert not [st.text for st in statements if "Merge Join" in st.plan]
