@@ -229,7 +229,8 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # counting a batch's check points over its candidates, not its page (engine.qt23_factor); on MySQL
 # it calls v22. v24 is MySQL's v19 with its small scratch tables in MEMORY and its partitions
 # numbered per group; on PostgreSQL it calls v23. v25 is PostgreSQL's v23 called with merge joins
-# off (a plan, not a rule, changes: its cases run v23's statements as the named query plans them);
+# off (a plan, not a rule, changes: its cases check the rule, on whichever plans of v23's statements
+# the test's session has cached; test_queue_tis_v25_plans_step_3b_as_a_hash_join checks the plan);
 # on MySQL it calls v24.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0), (20, 2), (20, 0),
