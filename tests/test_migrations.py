@@ -41,7 +41,7 @@ def test_each_object_file_defines_the_object_it_is_named_after(dialect_dir):
 # clear_tis_v3: only PostgreSQL's clear_tis_v2 read a TI's worker from its cursor's snapshot (0047).
 DIALECT_ONLY: dict[str, str] = {"stamp_scheduled_v2.sql": "mysql", "track_usage_v2.sql": "mysql",
                                 "heartbeat_v4.sql": "mysql", "heartbeat_v5.sql": "mysql",
-                                "clear_tis_v3.sql": "postgresql"}
+                                "fold_usage_v2.sql": "mysql", "clear_tis_v3.sql": "postgresql"}
 
 
 def test_both_dialects_have_the_same_objects_and_named_queries():

@@ -29,8 +29,8 @@ from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
 
 CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
-                      "SELECT * FROM queue_tis_v25(:max_tis, NULL, :now, :pf)"],
-        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v25(:max_tis, NULL, :now, :pf)"]}
+                      "SELECT * FROM queue_tis_v26(:max_tis, NULL, :now, :pf)"],
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v26(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def pg_only(eng):
 
 @pytest.fixture
 def sk(eng):
-    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v25, which
-    calls v23, which has them as they are), MySQL/MariaDB's v18's (through v25, which calls v24,
-    which has v19's)."""
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v26, which
+    calls v25, which calls v23, which has them as they are), MySQL/MariaDB's v18's (through v26,
+    which calls v24, which has v19's)."""
     return eng
 
 
@@ -230,7 +230,7 @@ def test_fewer_refused_tis_than_skip_min_make_no_entry(sk):
 @pytest.mark.parametrize("n_behind", [5, 0], ids=["runnable-behind", "page-empty"])
 @pytest.mark.parametrize("skip_min", [32, 33])
 def test_a_head_of_exactly_skip_min_refused_tis_makes_an_entry(sk, n_behind, skip_min):
-    """PostgreSQL's v22 (and v23, called here through v25) first looks for the skip_min-th TI ahead of the page's first row (ahead of
+    """PostgreSQL's v22 (and v23, called here through v26 and v25) first looks for the skip_min-th TI ahead of the page's first row (ahead of
     the pool's end, when the page is empty) and reads the head's reasons only where it exists:
     32 refused TIs make an entry at skip_min 32, none at 33."""
     _blocked_head(sk, n_blocked=32, n_behind=n_behind)
@@ -589,3 +589,35 @@ def test_the_gate_flag_is_set_with_every_entry_and_cleared_when_the_gate_is_free
     finish(3)
     assert call_skip(sk, 1, skip_min=32) == [4]       # dropped with the gate free: cleared
     assert entries(sk) == {} and not _flag(sk)
+
+
+def test_mysql_v26_deletes_log_rows_without_waiting_for_an_open_writers_log_row(sk):
+    """MySQL/MariaDB: a call reads the committed queue_skip_log rows and deletes those it no longer
+    needs. A writer that made a TI scheduled in a pool with an entry and has not committed holds a
+    log row of its own (stamp_scheduled_v2); the call must not wait for it. v24 (v25) deletes with
+    `DELETE l FROM queue_skip_log l JOIN qt24_arr a ...`, which MariaDB plans as a scan of the log
+    with locking reads: pointed at v25 this fails with error 1205 after the 2 s it allows. v26
+    drives the delete from its copy (STRAIGHT_JOIN)."""
+    if db.dialect_dir(sk) != "mysql":
+        pytest.skip("MySQL/MariaDB's log (PostgreSQL's entries compare transaction ids)")
+    _blocked_head(sk)
+    _unschedule_104(sk)
+    assert sorted(call_skip(sk, 2, skip_min=32)) == [100, 101]
+    assert "p" in entries(sk)
+    with sk.begin() as c:   # committed writes the log keeps: 100 and 101 scheduled again
+        c.execute(sa.text("UPDATE task_instance SET state = 'scheduled' WHERE id IN (100, 101)"))
+    with sk.connect() as c:
+        assert c.execute(sa.text("SELECT COUNT(*) FROM queue_skip_log")).scalar() >= 2
+    writer = sk.connect()
+    tx = writer.begin()
+    writer.execute(sa.text(WRITE_104))   # logged too, not committed
+    try:
+        set_min, call = CALL["mysql"]
+        with db.connect(sk) as c:
+            c.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
+            c.execute(sa.text(set_min), {"skip_min": 32})
+            got = [r.ti_id for r in c.execute(sa.text(call), {"max_tis": 2, "now": T0, "pf": 2}).all()]
+        assert sorted(got) == [100, 101]
+    finally:
+        tx.rollback()
+        writer.close()

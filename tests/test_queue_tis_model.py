@@ -231,17 +231,21 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # numbered per group; on PostgreSQL it calls v23. v25 is PostgreSQL's v23 called with merge joins
 # off (a plan, not a rule, changes: its cases check the rule, on whichever plans of v23's statements
 # the test's session has cached; test_queue_tis_v25_plans_step_3b_as_a_hash_join checks the plan);
-# on MySQL it calls v24.
+# on MySQL it calls v24. v26 is MySQL's v24 folding with fold_usage_v2 (its delete driven from
+# its copy, its scratch table in Aria on MariaDB: the two test_mysql_v26_* tests) and deleting the
+# skip log's rows and the served reservations led by its own copies (tests/test_queue_skip.py);
+# on PostgreSQL it calls v25.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0), (20, 2), (20, 0),
             (21, 2), (21, 0), (22, 2), (22, 0), (23, 2), (23, 0), (24, 2), (24, 0),
-            (25, 2), (25, 0)]
+            (25, 2), (25, 0), (26, 2), (26, 0)]
 V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
 # The version whose own statements decide behind the named query (PostgreSQL's v25, whose call of
-# v23 is planned with merge joins off; MySQL's v24, which its v25 calls): 100 examples a case. Superseded versions are frozen (released files)
+# v23 is planned with merge joins off, and which its v26 calls; MySQL's v26, v24's statements
+# with fold_usage_v2 and its deletes led by its copies): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
 # not grow by a full model run with every release. A release moves its predecessor down here.
-DECIDING = {"postgresql": 25, "mysql": 24}
+DECIDING = {"postgresql": 25, "mysql": 26}
 
 
 def _skip_calls_of_another(mysql: bool, version: int) -> None:
@@ -260,6 +264,9 @@ def _skip_calls_of_another(mysql: bool, version: int) -> None:
                     "cases, the call)")
     if mysql and version == 25:
         pytest.skip("MySQL's queue_tis_v25 calls queue_tis_v24 (the v24 cases check v24; the named query's "
+                    "cases, the call)")
+    if not mysql and version == 26:
+        pytest.skip("PostgreSQL's queue_tis_v26 calls queue_tis_v25 (the v25 cases check v25; the named query's "
                     "cases, the call)")
     if mysql and version in (20, 21, 22, 23):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v19 cases check v19; "
@@ -417,7 +424,7 @@ def test_a_check_point_counts_the_candidates_up_to_it_and_nothing_else(eng, vers
         assert sorted(got) == sorted(expected)
 
 
-@pytest.mark.parametrize("version", [19, 20, 23, 24, 25])
+@pytest.mark.parametrize("version", [19, 20, 23, 24, 25, 26])
 def test_a_run_task_partition_holds_one_task_of_one_run(eng, version):
     """max_active_tis_per_dagrun counts one task's TIs in one run. Run 1's task b may run one at a
     time; its task a (no such limit) and run 2's task b come first in queue order and must not count
@@ -439,7 +446,7 @@ def test_a_run_task_partition_holds_one_task_of_one_run(eng, version):
     assert sorted(got) == sorted(expected)
 
 
-@pytest.mark.parametrize("version", [19, 23, 24, 25])
+@pytest.mark.parametrize("version", [19, 23, 24, 25, 26])
 def test_a_batch_charges_the_slots_it_took_before_the_next_batch(eng, version):
     """Small pages (page_factor 0): the first batch reads TIs 1-8 of pool p (5 slots, each TI 2
     wide) and takes 1 and 2; the next batch must see 1 slot free: TI 9 (1 wide) is queued, TI 10
@@ -519,14 +526,15 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
 
 
-@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])
+@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26])
 def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
     """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
     (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from
     its counter, and what R3 takes there is charged, so the next reserving TI of that run finds it
     full. A refused reserving TI holds its pool's free slots. (On PostgreSQL v15 to v18 call v11;
-    v19 to v23 have v11's R3, v24 and v25 call v23; MySQL's v20 calls v19, its v21 v20, its v22
-    v21, its v23 v22; its v24 has v19's R3 with its usage tables in MEMORY, and its v25 calls v24.)"""
+    v19 to v23 have v11's R3, v24 and v25 call v23, v26 calls v25; MySQL's v20 calls v19, its v21
+    v20, its v22 v21, its v23 v22; its v24 has v19's R3 with its usage tables in MEMORY, and its v25
+    and v26 call v24.)"""
     w = World(pools={"default_pool": (5, False)}, parallelism={"default": None},
               dags={"d1": (2, False), "d2": (1, False), "d3": (None, False)},
               tasks={("d1", "a"): (None, None), ("d2", "a"): (None, None), ("d3", "a"): (None, None)},
@@ -605,3 +613,80 @@ def test_queue_tis_v25_plans_step_3b_as_a_hash_join(eng):
     cand = [st.plan for st in statements if st.text.startswith("INSERT INTO qt23_cand")]
     assert cand and all("Hash Join" in plan for plan in cand), cand
     assert not [st.text for st in statements if "Merge Join" in st.plan]
+
+
+def _mariadb_only(eng) -> None:
+    if db.dialect_dir(eng) != "mysql":
+        pytest.skip("MySQL/MariaDB's fold (PostgreSQL's deletes with RETURNING)")
+    with eng.connect() as c:
+        if "mariadb" not in c.execute(sa.text("SELECT VERSION()")).scalar().lower():
+            pytest.skip("MariaDB's plans and engines (MySQL 8: not measured here)")
+
+
+@pytest.mark.parametrize("analyzed_empty", [False, True], ids=["", "analyzed-empty"])
+def test_mysql_v26_folds_without_waiting_for_an_open_writers_delta_row(eng, analyzed_empty):
+    """600 delta rows to fold and a writer's delta row not committed (a worker finishing a TI in
+    an open transaction): the named query's fold must fold the 600 and not wait for the writer.
+    fold_usage_v1 (queue_tis_v6..v25) may scan usage_delta with locking reads there and wait
+    until innodb_lock_wait_timeout fails the call (error 1205; 2 s here): pointed at v25, the
+    first case fails so on MariaDB 10.11. The second, after an ANALYZE of the empty table, passes
+    on v25 too (the join order flips with the statistics): v26 must hold in both."""
+    _mariadb_only(eng)
+    w = World(pools={"default_pool": (16, False)}, parallelism={"default": None},
+              dags={"d": (None, False)}, tasks={("d", "a"): (None, None)},
+              runs={1: ("d", "running", 1)}, tis=[TI(1, "d", 1, "a", 0, "scheduled", 1, "default_pool", 1)])
+    load_world(eng, w)
+    with eng.connect() as c:  # (the engine reads READ COMMITTED on MySQL/MariaDB, as queue_tis needs)
+        c.execute(sa.text("CALL fold_usage_v2(@n)"))  # what load_world appended
+        c.commit()
+        if analyzed_empty:
+            c.execute(sa.text("ANALYZE TABLE usage_delta")).all()
+        c.execute(sa.text("INSERT INTO usage_delta (kind, pool, n, slots) VALUES ('pool', 'elsewhere', 0, 0)"),
+                  [{}] * 600)  # (counting nothing: HAVING SUM <> 0 leaves every counter as it is)
+        c.commit()
+    writer = eng.connect()
+    tx = writer.begin()
+    writer.execute(sa.text("INSERT INTO usage_delta (kind, pool, n, slots) VALUES ('pool', 'elsewhere', 0, 0)"))
+    try:
+        with eng.connect() as c:
+            c.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
+            got = [r.ti_id for r in c.execute(sa.text("CALL queue_tis_v26(4, NULL, NULL, 2)")).all()]
+            left = c.execute(sa.text("SELECT COUNT(*) FROM usage_delta WHERE pool = 'elsewhere'")).scalar()
+            c.commit()
+        assert got == [1]
+        assert left == 0  # the 600 folded (the writer's row is not seen: not committed)
+    finally:
+        tx.rollback()
+        writer.close()
+
+
+def test_mysql_v26_folds_into_an_aria_table_and_a_rolled_back_fold_counts_once(eng):
+    """MariaDB: fold_usage_v2 (which v26 calls) makes its scratch table (fold_usage_d2) in Aria,
+    not as the InnoDB temporary table v1's was. Aria is not transactional: a call rolled back
+    after its fold leaves rows there, and the next fold must not count them again. One session:
+    a call queues 4 TIs (its final UPDATE appends their usage), a second call folds it and is
+    rolled back, a third folds it for good; the counters then equal the recount."""
+    _mariadb_only(eng)
+    w = World(pools={"default_pool": (16, False)}, parallelism={"default": None},
+              dags={"d": (None, False)}, tasks={("d", "a"): (None, None)},
+              runs={r: ("d", "running", r) for r in range(1, 3)},
+              tis=[TI(10 * r + m, "d", r, "a", m, "scheduled", 1, "default_pool", 1)
+                   for r in range(1, 3) for m in range(4)])
+    load_world(eng, w)
+    call = sa.text("CALL queue_tis_v26(:m, NULL, NULL, 2)")
+    with eng.connect() as c:
+        first = [r.ti_id for r in c.execute(call, {"m": 4}).all()]
+        c.commit()
+        assert sorted(first) == sorted(greedy(w, 4))
+        assert c.execute(sa.text("SELECT COUNT(*) FROM usage_delta")).scalar() > 0  # the first call's usage
+        c.execute(call, {"m": 2}).all()
+        assert c.execute(sa.text("SELECT COUNT(*) FROM fold_usage_d2")).scalar() > 0  # folded ...
+        c.rollback()                                                                    # ... and undone
+        assert c.execute(sa.text("SELECT COUNT(*) FROM fold_usage_d2")).scalar() > 0  # Aria: still there
+        assert "ENGINE=Aria" in c.execute(sa.text("SHOW CREATE TABLE fold_usage_d2")).one()[1]
+        third = [r.ti_id for r in c.execute(call, {"m": 2}).all()]
+        c.commit()
+        assert len(third) == 2 and not set(third) & set(first)
+        # The first call's 4 slots folded once; the third call's 2 wait in usage_delta for the next fold.
+        assert c.execute(sa.text("SELECT COALESCE(SUM(slots), 0) FROM used_pool")).scalar() == 4
+        assert c.execute(sa.text("SELECT * FROM usage_drift")).all() == []
