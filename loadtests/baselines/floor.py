@@ -4,7 +4,8 @@ named query's call on one of bench_queue.py's worlds. Each round, every part com
   call   the named query's queue_tis call (its own session), then its TIs put back (a small or
          blocked world) or kept for the floor (a drain);
   empty  an empty transaction (SELECT 1): the round trip and the commit;
-  fold   the queue lock and fold_usage_v1, alone: the usage the last round's moves left;
+  fold   the queue lock and the fold the named query's call runs, alone (fold_usage_v1; on
+         MySQL/MariaDB fold_usage_v2 since revision 0058): the usage the last round's moves left;
   write  bench_floor_write(ids): the lock, a fold (of nothing by now), and the final UPDATE of
          exactly the TIs the call queued, returned as queue_tis returns them; on MySQL/MariaDB
          with the usage appended by the statement after it, as queue_tis_v17+ do. Then those
@@ -60,7 +61,7 @@ BEGIN
     DECLARE v_n INT;
     DECLARE v_now DATETIME(6) DEFAULT NOW(6);
     SELECT COUNT(*) INTO v_n FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE SKIP LOCKED;
-    CALL fold_usage_v1(v_n);
+    CALL fold_usage_v2(v_n);
     CREATE TEMPORARY TABLE IF NOT EXISTS bench_floor_acc (id BIGINT PRIMARY KEY);
     DELETE FROM bench_floor_acc;
     INSERT INTO bench_floor_acc SELECT j.id FROM JSON_TABLE(p_ids, '$[*]' COLUMNS (id BIGINT PATH '$')) j;
@@ -84,7 +85,7 @@ END"""],
 FOLD = {"postgresql": ["SELECT 1 FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE NOWAIT",
                        "SELECT fold_usage_v1()"],
         "mysql": ["SELECT COUNT(*) INTO @bench_floor_n FROM scheduler_lock l WHERE l.name = 'queue_tis' FOR UPDATE SKIP LOCKED",
-                  "CALL fold_usage_v1(@bench_floor_n)"]}
+                  "CALL fold_usage_v2(@bench_floor_n)"]}
 WRITE = {"postgresql": ("SELECT ti_id FROM bench_floor_write(:ids)", lambda ids: ids),
          "mysql": ("CALL bench_floor_write(:ids)", json.dumps)}
 
