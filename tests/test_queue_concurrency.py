@@ -2,20 +2,20 @@
 exceeded and no TI is queued twice (checked in SQL after every step of every process).
 
 Also rolling upgrades (schedulers of earlier releases calling queue_tis_v1 and queue_tis_v2
-beside new ones calling queue_tis_v3; queue_tis_v7, v10 and v25 beside the named query's v26,
-one database: on MySQL/MariaDB v7 sums the active TIs while v10 (v9) reads the usage counters, v25
-(v24) keeps skip entries (gate and log), copying only the full partitions' counters, appending
-its final UPDATE's usage itself, dropping the rows past what their group can take, with its small
-scratch tables in MEMORY, its partitions numbered per group and its fold's table an InnoDB
-temporary table, and v26 does the same with the fold's table in Aria; on PostgreSQL v7 ends a
-batch at every full page, v10 at check points, and v25 keeps skip entries, drops the rows past
-what their group can take, numbers the partitions once per group, starts its pages at the factor
-its session's last call left, reads a refused head's reasons only where the head is long enough
-for an entry, counts its check points over its candidates and plans v23's statements with merge
-joins off; v26 calls v25 there (v23, planned as it plans, beside v25 was the case of the release
-before); (v16 beside v17, v17 beside v18, v18 beside v19, v19 beside v20, v20 beside v21, v21
-beside v22, v22 beside v23, v23 beside v24 and v23 beside v25 were the cases of the releases
-before);
+beside new ones calling queue_tis_v3; queue_tis_v7, v10 and v26 beside the named query's v27,
+one database: on MySQL/MariaDB v7 sums the active TIs while v10 (v9) reads the usage counters, v26
+keeps skip entries (gate and log), copying only the full partitions' counters, appending its
+final UPDATE's usage itself, dropping the rows past what their group can take, with its small
+scratch tables in MEMORY, its partitions numbered per group, its fold (fold_usage_v2) and its
+deletes of shared rows led by its own copies, and v27 calls v26 with aging off (as here; with
+aging on it runs v9's walk folding with v2); on PostgreSQL v7 ends a batch at every full page,
+v10 at check points, and v26 and v27 call v25, which keeps skip entries, drops the rows past what
+their group can take, numbers the partitions once per group, starts its pages at the factor its
+session's last call left, reads a refused head's reasons only where the head is long enough for
+an entry, counts its check points over its candidates and plans v23's statements with merge joins
+off; (v16 beside v17, v17 beside v18, v18 beside v19, v19 beside v20, v20 beside v21, v21 beside
+v22, v22 beside v23, v23 beside v24, v23 beside v25 and v25 beside v26 were the cases of the
+releases before);
 the entries
 are made here from a single refused TI (engine.skip_min 1 for the database, @engine_skip_min 1
 for each MySQL session) while the others queue and finish TIs under them), and the named query's
@@ -30,7 +30,7 @@ from tests.race import race, setup_world
 CASES = {
     "current": dict(versions=(None,), dotted=False),
     "v1-v2-v3": dict(versions=(1, 2, 3, 3), dotted=False),
-    "v7-v10-v25-v26": dict(versions=(7, 10, 25, None), dotted=False, skip_min=1),
+    "v7-v10-v26-v27": dict(versions=(7, 10, 26, None), dotted=False, skip_min=1),
     "dotted-ids": dict(versions=(None,), dotted=True),
 }
 

@@ -29,8 +29,8 @@ from tests.test_queue_tis_model import _usage
 from tests.world import T0, load_world, queue
 
 CALL = {"postgresql": ["SELECT set_config('engine.skip_min', CAST(:skip_min AS text), true)",
-                      "SELECT * FROM queue_tis_v26(:max_tis, NULL, :now, :pf)"],
-        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v26(:max_tis, NULL, :now, :pf)"]}
+                      "SELECT * FROM queue_tis_v27(:max_tis, NULL, :now, :pf)"],
+        "mysql": ["SET @engine_skip_min = :skip_min", "CALL queue_tis_v27(:max_tis, NULL, :now, :pf)"]}
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def pg_only(eng):
 
 @pytest.fixture
 def sk(eng):
-    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v26, which
-    calls v25, which calls v23, which has them as they are), MySQL/MariaDB's v18's (through v26,
-    which calls v24, which has v19's)."""
+    """Either dialect: PostgreSQL's skip entries are queue_tis_v11's (called here through v27, which
+    calls v25, which calls v23, which has them as they are), MySQL/MariaDB's v18's (through v27,
+    which calls v26, which has v24's text, which has v19's)."""
     return eng
 
 
@@ -230,7 +230,7 @@ def test_fewer_refused_tis_than_skip_min_make_no_entry(sk):
 @pytest.mark.parametrize("n_behind", [5, 0], ids=["runnable-behind", "page-empty"])
 @pytest.mark.parametrize("skip_min", [32, 33])
 def test_a_head_of_exactly_skip_min_refused_tis_makes_an_entry(sk, n_behind, skip_min):
-    """PostgreSQL's v22 (and v23, called here through v26 and v25) first looks for the skip_min-th TI ahead of the page's first row (ahead of
+    """PostgreSQL's v22 (and v23, called here through v27 and v25) first looks for the skip_min-th TI ahead of the page's first row (ahead of
     the pool's end, when the page is empty) and reads the head's reasons only where it exists:
     32 refused TIs make an entry at skip_min 32, none at 33."""
     _blocked_head(sk, n_blocked=32, n_behind=n_behind)
@@ -597,7 +597,7 @@ def test_mysql_v26_deletes_log_rows_without_waiting_for_an_open_writers_log_row(
     log row of its own (stamp_scheduled_v2); the call must not wait for it. v24 (v25) deletes with
     `DELETE l FROM queue_skip_log l JOIN qt24_arr a ...`, which MariaDB plans as a scan of the log
     with locking reads: pointed at v25 this fails with error 1205 after the 2 s it allows. v26
-    drives the delete from its copy (STRAIGHT_JOIN)."""
+    drives the delete from its copy (STRAIGHT_JOIN); the named query's v27 calls v26 here."""
     if db.dialect_dir(sk) != "mysql":
         pytest.skip("MySQL/MariaDB's log (PostgreSQL's entries compare transaction ids)")
     _blocked_head(sk)

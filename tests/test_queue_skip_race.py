@@ -1,7 +1,7 @@
 """Skip entries against writers racing them (real processes, the real database).
 
-Two schedulers call the named query (queue_tis_v26: on PostgreSQL v11's entries in v23's own walk,
-which v26 calls through v25; on MySQL/MariaDB v18's in v24, which v26 calls, as in v19, v15's kept by the gate row and the log) with entries made from a single refused
+Two schedulers call the named query (queue_tis_v27: on PostgreSQL v11's entries in v23's own walk,
+which v27 calls through v25; on MySQL/MariaDB v18's in v24's text, which v26 has and v27 calls, as in v19, v15's kept by the gate row and the log) with entries made from a single refused
 TI, a completer claims and finishes what they queue, and a writer keeps writing scheduled TIs:
 new ones at every priority (ahead of bounds too), finished ones moved back to scheduled, new
 priorities, some of its transactions held open across calls. When the race stops, in rounds

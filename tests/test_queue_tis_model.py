@@ -234,18 +234,19 @@ def _call_v4(eng, version: int, params: dict) -> list[int]:
 # on MySQL it calls v24. v26 is MySQL's v24 folding with fold_usage_v2 (its delete driven from
 # its copy, its scratch table in Aria on MariaDB: the two test_mysql_v26_* tests) and deleting the
 # skip log's rows and the served reservations led by its own copies (tests/test_queue_skip.py);
-# on PostgreSQL it calls v25.
+# on PostgreSQL it calls v25. v27 is MySQL's v26 with aging off and, with aging on, v9's walk
+# folding with fold_usage_v2 (where v26 handed the call to v9 as it is); on PostgreSQL it calls v25.
 V4_CASES = [(4, 2), (5, 2), (7, 2), (6, 0), (8, 2), (9, 2), (9, 0), (10, 2), (10, 0), (11, 2), (11, 0), (15, 2),
             (15, 0), (16, 2), (16, 0), (17, 2), (17, 0), (18, 2), (18, 0), (19, 2), (19, 0), (20, 2), (20, 0),
             (21, 2), (21, 0), (22, 2), (22, 0), (23, 2), (23, 0), (24, 2), (24, 0),
-            (25, 2), (25, 0), (26, 2), (26, 0)]
+            (25, 2), (25, 0), (26, 2), (26, 0), (27, 2), (27, 0)]
 V4_IDS = [f"v{v}" + ("-small-pages" if factor == 0 else "") for v, factor in V4_CASES]  # (page_factor 0)
 # The version whose own statements decide behind the named query (PostgreSQL's v25, whose call of
-# v23 is planned with merge joins off, and which its v26 calls; MySQL's v26, v24's statements
-# with fold_usage_v2 and its deletes led by its copies): 100 examples a case. Superseded versions are frozen (released files)
+# v23 is planned with merge joins off, and which its v26 and v27 call; MySQL's v27: v26's
+# statements with aging off, v9's folding with fold_usage_v2 with aging on): 100 examples a case. Superseded versions are frozen (released files)
 # and were run at 100 while each was the named query's; they keep 25 a case, so that the suite does
 # not grow by a full model run with every release. A release moves its predecessor down here.
-DECIDING = {"postgresql": 25, "mysql": 26}
+DECIDING = {"postgresql": 25, "mysql": 27}
 
 
 def _skip_calls_of_another(mysql: bool, version: int) -> None:
@@ -265,9 +266,9 @@ def _skip_calls_of_another(mysql: bool, version: int) -> None:
     if mysql and version == 25:
         pytest.skip("MySQL's queue_tis_v25 calls queue_tis_v24 (the v24 cases check v24; the named query's "
                     "cases, the call)")
-    if not mysql and version == 26:
-        pytest.skip("PostgreSQL's queue_tis_v26 calls queue_tis_v25 (the v25 cases check v25; the named query's "
-                    "cases, the call)")
+    if not mysql and version in (26, 27):
+        pytest.skip(f"PostgreSQL's queue_tis_v{version} calls queue_tis_v25 (the v25 cases check v25; the named "
+                    "query's cases, the call)")
     if mysql and version in (20, 21, 22, 23):
         pytest.skip(f"MySQL's queue_tis_v{version} calls queue_tis_v{version - 1} (the v19 cases check v19; "
                     "the named query's cases, the calls)")
@@ -424,7 +425,7 @@ def test_a_check_point_counts_the_candidates_up_to_it_and_nothing_else(eng, vers
         assert sorted(got) == sorted(expected)
 
 
-@pytest.mark.parametrize("version", [19, 20, 23, 24, 25, 26])
+@pytest.mark.parametrize("version", [19, 20, 23, 24, 25, 26, 27])
 def test_a_run_task_partition_holds_one_task_of_one_run(eng, version):
     """max_active_tis_per_dagrun counts one task's TIs in one run. Run 1's task b may run one at a
     time; its task a (no such limit) and run 2's task b come first in queue order and must not count
@@ -446,7 +447,7 @@ def test_a_run_task_partition_holds_one_task_of_one_run(eng, version):
     assert sorted(got) == sorted(expected)
 
 
-@pytest.mark.parametrize("version", [19, 23, 24, 25, 26])
+@pytest.mark.parametrize("version", [19, 23, 24, 25, 26, 27])
 def test_a_batch_charges_the_slots_it_took_before_the_next_batch(eng, version):
     """Small pages (page_factor 0): the first batch reads TIs 1-8 of pool p (5 slots, each TI 2
     wide) and takes 1 and 2; the next batch must see 1 slot free: TI 9 (1 wide) is queued, TI 10
@@ -526,15 +527,15 @@ def test_queue_tis_reads_a_runs_dag_through_dag_run_not_the_usage_counter(eng):
     assert sorted(queue(eng, 8, None)) == sorted(greedy(second, 8)) == [2, 3]
 
 
-@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26])
+@pytest.mark.parametrize("version", [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27])
 def test_reserving_tis_read_full_partitions_and_the_counters_of_the_others(eng, version):
     """R3 (reserving TIs first) needs each one's free run capacity: a full run's is its scratch row
     (0 free), a run in use but not full (MySQL's v16 copies only the full partitions) is read from
     its counter, and what R3 takes there is charged, so the next reserving TI of that run finds it
     full. A refused reserving TI holds its pool's free slots. (On PostgreSQL v15 to v18 call v11;
-    v19 to v23 have v11's R3, v24 and v25 call v23, v26 calls v25; MySQL's v20 calls v19, its v21
-    v20, its v22 v21, its v23 v22; its v24 has v19's R3 with its usage tables in MEMORY, and its v25
-    and v26 call v24.)"""
+    v19 to v23 have v11's R3, v24 and v25 call v23, v26 and v27 call v25; MySQL's v20 calls v19,
+    its v21 v20, its v22 v21, its v23 v22; its v24 has v19's R3 with its usage tables in MEMORY,
+    its v25 calls v24, its v26 has v24's text, and its v27 calls v26 with aging off.)"""
     w = World(pools={"default_pool": (5, False)}, parallelism={"default": None},
               dags={"d1": (2, False), "d2": (1, False), "d3": (None, False)},
               tasks={("d1", "a"): (None, None), ("d2", "a"): (None, None), ("d3", "a"): (None, None)},
@@ -623,14 +624,18 @@ def _mariadb_only(eng) -> None:
             pytest.skip("MariaDB's plans and engines (MySQL 8: not measured here)")
 
 
+@pytest.mark.parametrize("version,aging", [(26, False), (27, False), (27, True)],
+                         ids=["v26", "v27", "v27-aging"])
 @pytest.mark.parametrize("analyzed_empty", [False, True], ids=["", "analyzed-empty"])
-def test_mysql_v26_folds_without_waiting_for_an_open_writers_delta_row(eng, analyzed_empty):
+def test_mysql_v26_folds_without_waiting_for_an_open_writers_delta_row(eng, analyzed_empty, version, aging):
     """600 delta rows to fold and a writer's delta row not committed (a worker finishing a TI in
     an open transaction): the named query's fold must fold the 600 and not wait for the writer.
     fold_usage_v1 (queue_tis_v6..v25) may scan usage_delta with locking reads there and wait
     until innodb_lock_wait_timeout fails the call (error 1205; 2 s here): pointed at v25, the
     first case fails so on MariaDB 10.11. The second, after an ANALYZE of the empty table, passes
-    on v25 too (the join order flips with the statistics): v26 must hold in both."""
+    on v25 too (the join order flips with the statistics): v26 must hold in both. With aging on,
+    v26 hands the call to v9, which folds with v1 (it fails the first case so); v27 runs v9's walk
+    folding with v2."""
     _mariadb_only(eng)
     w = World(pools={"default_pool": (16, False)}, parallelism={"default": None},
               dags={"d": (None, False)}, tasks={("d", "a"): (None, None)},
@@ -650,7 +655,9 @@ def test_mysql_v26_folds_without_waiting_for_an_open_writers_delta_row(eng, anal
     try:
         with eng.connect() as c:
             c.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
-            got = [r.ti_id for r in c.execute(sa.text("CALL queue_tis_v26(4, NULL, NULL, 2)")).all()]
+            if aging:   # the knobs as the named query sets them (the call reads and clears them)
+                c.execute(sa.text("SET @engine_aging_rate = 1, @engine_aging_cap = 1000"))
+            got = [r.ti_id for r in c.execute(sa.text(f"CALL queue_tis_v{version}(4, NULL, NULL, 2)")).all()]
             left = c.execute(sa.text("SELECT COUNT(*) FROM usage_delta WHERE pool = 'elsewhere'")).scalar()
             c.commit()
         assert got == [1]

@@ -66,7 +66,7 @@ step = st.one_of(
     st.tuples(st.just("rename_pool"), st.sampled_from(POOLS), st.sampled_from(POOLS)),
     st.tuples(st.just("fold")),
     st.tuples(st.just("rollback"), st.sampled_from(STATES)),
-    # The named query's call (MySQL's queue_tis_v26, calling v24, as v17, v18 and v19, appends its final UPDATE's usage itself, its
+    # The named query's call (MySQL's queue_tis_v27, calling v26 (v24's text), as v17, v18 and v19, appends its final UPDATE's usage itself, its
     # row trigger passing over those rows), and a row written queued while the variables that
     # tell the trigger so are left set for another moment or job (a killed call's): tracked.
     st.tuples(st.just("queue"), ti_ref, st.integers(1, 4)),
