@@ -449,3 +449,59 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
         clear.join(60)
     assert outcome.get("clear") == {1: "none", 2: "restarting"}, outcome
     assert sql(eng, "SELECT state, worker_job_id FROM task_instance WHERE id = 2")[0] == ("restarting", job)
+
+
+@pytest.mark.parametrize("held", ["reservation", "ti"])
+def test_mysql_operator_commands_wait_for_no_writer_of_another_dags_rows(eng, held):
+    """MySQL/MariaDB: another transaction holds, uncommitted, a row of another DAG (a reservation
+    a scheduler is inserting, or a TI with a reservation that a worker is finishing). Clearing,
+    marking a task and marking a run of DAG d must not wait for it: they change d's rows only.
+    InnoDB locks what a multi-table UPDATE or DELETE reads as well as what it changes, and the v2
+    commands left their join order to the optimizer: pointed at clear_tis_v2 and
+    set_run_state_v2, this fails with error 1205 on MariaDB 10.11 (innodb_lock_wait_timeout 2 s
+    here); clear_tis_v4, set_ti_state_v3 and set_run_state_v3 lead those statements by their
+    selection (revision 0060)."""
+    from tests.reference import TI, Reservation, World
+    from tests.world import load_world
+    if db.dialect_dir(eng) != "mysql":
+        pytest.skip("PostgreSQL locks only the rows a statement changes")
+    # DAG d: runs 1-3, 30 scheduled TIs each (ids 100-129, 200-229, 300-329), TIs 100 and 300
+    # reserved. DAG o: runs 4-13, two scheduled TIs each (ids 400, 401, ... 1300, 1301), the first
+    # of each run reserved. (Each command selects 30 TIs, more than there are reservations: so the
+    # optimizer led v2's statements with pool_reservation.)
+    runs = {r: ("d" if r <= 3 else "o", "running", r) for r in range(1, 14)}
+    tis = [TI(100 * r + m, runs[r][0], r, "t", m, "scheduled", 1, "default_pool", 1)
+           for r in range(1, 14) for m in range(30 if r <= 3 else 2)]
+    reserved = [100, 300] + [100 * r for r in range(4, 14)]
+    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
+                          dags={"d": (None, False), "o": (None, False)},
+                          tasks={("d", "t"): (None, None), ("o", "t"): (None, None)}, runs=runs, tis=tis,
+                          reservations=[Reservation(i, "default_pool", 1, "wide", 0) for i in reserved]))
+    writer = eng.connect()
+    tx = writer.begin()
+    if held == "reservation":   # a scheduler's queue_tis reserving for TI 401, not committed yet
+        writer.execute(sa.text("INSERT INTO pool_reservation (ti_id, pool, slots, reason, since) "
+                               "VALUES (401, 'default_pool', 1, 'wide', UTC_TIMESTAMP(6))"))
+    else:                       # a worker's transaction on TI 400 (reserved), not committed yet
+        writer.execute(sa.text("UPDATE task_instance SET updated_at = UTC_TIMESTAMP(6) WHERE id = 400"))
+    try:
+        with eng.connect() as c:
+            c.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
+            cleared = db.run(c, "clear_tis", dag_id="d", run_id="run1", task_regex=None, downstream=False,
+                             upstream=False, only_failed=False, dry_run=False, reason="op", now=None).all()
+            marked = db.run(c, "set_ti_state", dag_id="d", run_id="run2", task_id="t", map_index=None,
+                            new_state="success", action="mark_success", reason="op", now=None).all()
+            failed = db.run(c, "set_run_state", dag_id="d", run_id="run3", action="mark_failed", reason="op",
+                            now=None).one()
+            kept = sorted(r[0] for r in c.execute(sa.text("SELECT ti_id FROM pool_reservation")))
+            c.commit()
+    finally:
+        tx.rollback()
+        writer.close()
+    assert {(r.ti_id, r.new_state) for r in cleared} == {(100 + m, "none") for m in range(30)}
+    assert {(r.ti_id, r.new_state) for r in marked} == {(200 + m, "success") for m in range(30)}
+    assert (failed.state, failed.tis_changed) == ("failed", 30)
+    assert kept == [100 * r for r in range(4, 14)]   # d's two reservations went, o's stayed
+    states = dict(sql(eng, "SELECT id, state FROM task_instance WHERE dag_id = 'd'"))
+    assert states == {100 * r + m: s for r, s in ((1, "none"), (2, "success"), (3, "skipped")) for m in range(30)}
+    assert set(sql(eng, "SELECT state FROM task_instance WHERE dag_id = 'o'")) == {("scheduled",)}

@@ -1,1 +1,1 @@
-CALL set_run_state_v2(:dag_id, :run_id, :action, :reason, :now)
+CALL set_run_state_v3(:dag_id, :run_id, :action, :reason, :now)
