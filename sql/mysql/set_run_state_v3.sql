@@ -13,8 +13,8 @@
 -- transaction does, so it costs the operator a few ms usually, but a scan that holds
 -- pool_reservation rows and waits while a scheduler waits for the operator's TIs is a deadlock
 -- (InnoDB rolls one back). Here each such statement is led by what this call selected
--- (STRAIGHT_JOIN): the rows it reads and changes are the selection's and, by primary key, their
--- reservations, triggers and tasks; so it waits only for writers of those.
+-- (STRAIGHT_JOIN): the rows it reads and changes are the run's TIs and, by primary key, their
+-- reservations and triggers; so it waits only for writers of those.
 -- Lock: v2's (the run's row, then its TIs' rows, FOR UPDATE; then the changed TIs' triggers and
 -- the pool_reservation rows of the run's TIs), and no other row.
 -- Invariant, callers may assume: v2's.

@@ -14,7 +14,7 @@
 -- pool_reservation rows and waits while a scheduler waits for the operator's TIs is a deadlock
 -- (InnoDB rolls one back). Here each such statement is led by what this call selected
 -- (STRAIGHT_JOIN): the rows it reads and changes are the selection's and, by primary key, their
--- reservations, triggers and tasks; so it waits only for writers of those.
+-- reservations and triggers; so it waits only for writers of those.
 -- (set_ti_state_v2's statements, alike in shape to clear_tis_v2's, did not wait in that
 -- measurement; their order was the optimizer's choice all the same.)
 -- Lock: v2's (the run's row, then the selected TIs' rows, FOR UPDATE; then the changed TIs'
