@@ -81,9 +81,8 @@ def runs_show(c: Context, dag_id, run_id, as_json):
 def _set_run_state(c: Context, dag_id: str, run_id: str, action: str, reason: str | None) -> None:
     if reason is not None:
         validate.check_text(reason, "--reason")
-    with db.connect(c.engine()) as conn:
-        row = db.run(conn, "set_run_state", dag_id=dag_id, run_id=run_id, action=action, reason=reason,
-                     now=None).one()
+    row = db.in_transaction(c.engine(), lambda conn: db.run(
+        conn, "set_run_state", dag_id=dag_id, run_id=run_id, action=action, reason=reason, now=None).one())
     stopped = (f"; {row.tries_stopped} running or deferred tr{'y' if row.tries_stopped == 1 else 'ies'} "
                f"stopped (their workers end the processes within a heartbeat)") if row.tries_stopped else ""
     click.echo(f"run {run_id} of {dag_id}: {row.state}; {row.tis_changed} unfinished TI(s) changed{stopped}")

@@ -110,14 +110,16 @@ def tasks_clear(c: Context, dag_id, run_id, task_regex, downstream, upstream, on
         # TIs it changed (and the states they had) must be the ones shown; else it is rolled back
         # and the new list is shown and asked for again (the services went on while the prompt
         # waited: a TI started, ended or appeared).
-        try:
-            with db.connect(c.engine()) as conn:
-                done = db.run(conn, "clear_tis", dry_run=False, **params).all()
-                if not (yes or _clear_key(done) == _clear_key(preview)):
-                    raise _NotAsShown
+        def clear(conn):
+            rows = db.run(conn, "clear_tis", dry_run=False, **params).all()
+            if not (yes or _clear_key(rows) == _clear_key(preview)):
+                raise _NotAsShown(rows)
+            return rows
+        try:   # (a deadlock runs the clear again: db.in_transaction)
+            done = db.in_transaction(c.engine(), clear)
             break
-        except _NotAsShown:
-            pass   # (rolled back)
+        except _NotAsShown as exc:
+            done = exc.rows   # (rolled back)
         if not done:
             click.echo("nothing to clear any more (the TIs shown changed meanwhile)")
             return
@@ -133,6 +135,10 @@ def tasks_clear(c: Context, dag_id, run_id, task_regex, downstream, upstream, on
 class _NotAsShown(Exception):
     """A clear that would change other TIs than the ones confirmed: its transaction rolls back."""
 
+    def __init__(self, rows):
+        super().__init__()
+        self.rows = rows
+
 
 def _clear_key(rows) -> list:
     """What a clear_tis result is, to compare a clear with its preview: each TI, its state and the
@@ -143,9 +149,9 @@ def _clear_key(rows) -> list:
 def _set_ti_state(c: Context, dag_id, run_id, task_id, map_index, new_state: str, action: str, reason) -> None:
     if reason is not None:
         validate.check_text(reason, "--reason")
-    with db.connect(c.engine()) as conn:
-        rows = db.run(conn, "set_ti_state", dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
-                      new_state=new_state, action=action, reason=reason, now=None).all()
+    rows = db.in_transaction(c.engine(), lambda conn: db.run(
+        conn, "set_ti_state", dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
+        new_state=new_state, action=action, reason=reason, now=None).all())
     for r in rows:
         where = f"{task_id}" + (f"[{r.map_index}]" if r.map_index >= 0 else "")
         stopped = " (its worker stops the running try)" if r.state in ("running", "restarting") else ""

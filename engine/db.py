@@ -594,6 +594,28 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, dbapi_errors()) and error_code(exc) in TRANSIENT
 
 
+# The conflicts the server ends by rolling one transaction back at once (TRANSIENT but for a lock
+# wait timeout, which comes after waiting innodb_lock_wait_timeout for a row another transaction
+# still holds, and rolls back only its statement on MariaDB).
+RERUNNABLE = ("40001", "40P01", 1213)
+
+
+def in_transaction(eng: Engine, work, attempts: int = 3, pause: float = 0.05):
+    """work(conn) in a transaction of its own (connect()), its result returned; a deadlock or
+    serialization failure (RERUNNABLE) runs the whole transaction again, up to `attempts` times
+    in all, `pause` s more before each. For the operator's commands, each one transaction that is
+    all or nothing: two transactions that deadlock are both in the right, the server picks one to
+    undo, and running it again from the start goes through once the other has committed."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with connect(eng) as conn:
+                return work(conn)
+        except dbapi_errors() as exc:
+            if attempt == attempts or error_code(exc) not in RERUNNABLE:
+                raise
+            time.sleep(pause * attempt)
+
+
 def first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
