@@ -25,8 +25,8 @@ def pools():
 @handle_errors
 def pools_set(c: Context, name, slots, include_deferred, description, preempt_margin):
     """Create or resize pool NAME to SLOTS (-1: unlimited; 0: closed, its TIs wait)."""
-    with db.connect(c.engine()) as conn:
-        set_pool(conn, name, slots, include_deferred, description, preempt_margin)
+    db.in_transaction(c.engine(), lambda conn: set_pool(conn, name, slots, include_deferred, description,
+                                                         preempt_margin))
     click.echo(f"pool {name}: {'unlimited' if slots == -1 else 'closed (0' if slots == 0 else slots} slots"
                + (": its TIs wait until it is opened)" if slots == 0 else "")
                + (", deferred TIs hold slots" if include_deferred else "")
@@ -48,6 +48,5 @@ def pools_list(c: Context):
 @handle_errors
 def pools_delete(c: Context, name):
     """Delete pool NAME (refused while a task uses it)."""
-    with db.connect(c.engine()) as conn:
-        delete_pool(conn, name)
+    db.in_transaction(c.engine(), lambda conn: delete_pool(conn, name))
     click.echo(f"pool {name} deleted")

@@ -455,9 +455,10 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
 @pytest.mark.parametrize("fails", [1, 3])
 def test_an_operator_command_runs_again_after_a_deadlock(db_url, eng, cfg, tmp_path, monkeypatch, fails):
     """A deadlock (PostgreSQL 40P01, MySQL/MariaDB 1213: the server undid the command's whole
-    transaction because another one was in its way, e.g. a worker's heartbeat holding the TI) is
-    not the operator's to repeat: `tasks mark`, `tasks clear` and `runs mark` run their transaction
-    again, up to three times in all (db.in_transaction). Here each command's procedure raises a
+    transaction because another one was in its way, e.g. a worker's heartbeat holding the TI, or a
+    TI entering `deferred` beside a change of its pool) is not the operator's to repeat: `tasks
+    mark`, `tasks clear`, `runs mark`, `pools set` and `pools delete` run their transaction again,
+    up to three times in all (db.in_transaction). Here each command's procedure raises a
     deadlock at its first `fails` calls, before it changes anything: with 1 every command goes
     through and changes each TI once (one state_change row each); with 3 each ends in the one-line
     error and nothing is changed."""
@@ -469,27 +470,33 @@ def test_an_operator_command_runs_again_after_a_deadlock(db_url, eng, cfg, tmp_p
     assert ti_states(eng, "plain") == {"x": "failed", "y": "upstream_failed"}
     real, calls = db.run, []
 
-    def deadlocking(conn, name, **params):
-        if name in ("set_ti_state", "clear_tis", "set_run_state") and not params.get("dry_run"):
-            calls.append(name)
-            if calls.count(name) <= fails:
+    def deadlocking(conn, query, /, **params):
+        if query in ("set_ti_state", "clear_tis", "set_run_state", "pools_set", "pools_delete") \
+                and not params.get("dry_run"):
+            calls.append(query)
+            if calls.count(query) <= fails:
                 orig = (pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock; try restarting "
                                                            "transaction") if db.dialect_dir(conn) == "mysql"
                         else psycopg.errors.DeadlockDetected("deadlock detected"))
-                raise sa.exc.OperationalError(f"CALL {name}", {}, orig)
-        return real(conn, name, **params)
+                raise sa.exc.OperationalError(f"CALL {query}", {}, orig)
+        return real(conn, query, **params)
 
     monkeypatch.setattr(db, "run", deadlocking)
     results = [cli(db_url, "tasks", "mark", "success", "plain", "r1", "x"),
                cli(db_url, "tasks", "clear", "plain", "--run", "r1", "--task", "^y$", "--yes"),
-               cli(db_url, "runs", "mark", "success", "plain", "r1")]
+               cli(db_url, "runs", "mark", "success", "plain", "r1"),
+               cli(db_url, "pools", "set", "p1", "5", "--include-deferred")]
+    pools_after_set = [r[0] for r in sql(eng, "SELECT name FROM pool ORDER BY name")]
+    results.append(cli(db_url, "pools", "delete", "p1"))
     monkeypatch.setattr(db, "run", real)
     changes = sql(eng, "SELECT action, task_id, from_state, to_state FROM state_change WHERE run_id = 'r1' "
                        "ORDER BY id")
     if fails == 1:
         for r in results:
             ok(r)
-        assert calls == ["set_ti_state"] * 2 + ["clear_tis"] * 2 + ["set_run_state"] * 2
+        assert calls == ["set_ti_state"] * 2 + ["clear_tis"] * 2 + ["set_run_state"] * 2 + ["pools_set"] * 2 \
+            + ["pools_delete"] * 2
+        assert "p1" in pools_after_set and "p1" not in [r[0] for r in sql(eng, "SELECT name FROM pool")]
         assert ti_states(eng, "plain") == {"x": "success", "y": "success"}
         assert [tuple(c) for c in changes] == [
             ("mark_success", "x", "failed", "success"), ("mark_success", None, "failed", "running"),
@@ -498,7 +505,9 @@ def test_an_operator_command_runs_again_after_a_deadlock(db_url, eng, cfg, tmp_p
     else:
         for r in results:
             refused(r, "another transaction was in the way", "run the command again")
-        assert calls == ["set_ti_state"] * 3 + ["clear_tis"] * 3 + ["set_run_state"] * 3
+        assert calls == ["set_ti_state"] * 3 + ["clear_tis"] * 3 + ["set_run_state"] * 3 + ["pools_set"] * 3 \
+            + ["pools_delete"] * 3
+        assert "p1" not in pools_after_set
         assert ti_states(eng, "plain") == {"x": "failed", "y": "upstream_failed"}
         assert changes == []
 
