@@ -208,9 +208,14 @@ _MARK = "engine db explain: measured call"
 
 def _warm_up(conn, name, params) -> None:
     """Call once and roll back to a savepoint: the measured call then runs on the same state with
-    the routine compiled and its statements run once. (PostgreSQL's queue_tis creates scratch
-    tables at its first call of a session; the rollback to the savepoint drops them, so the
-    measured call creates them again: docs/procedures.md, "engine db explain".)"""
+    the routine compiled and its statements run once. PostgreSQL's queue_tis (v5 on) creates its
+    scratch tables at its first call of a session, and a rollback to a savepoint would drop them
+    with everything made after it, so the measured call would make them again and plan every
+    statement that reads them: a session's first call, not a running scheduler's. So it is first
+    called with max_tis 0, outside the savepoint: that call queues nothing (it takes the lock,
+    folds and makes its tables), and the tables outlive the rollback."""
+    if name == "queue_tis" and conn.dialect.name == "postgresql" and "max_tis" in params:
+        db.run(conn, name, **{**params, "max_tis": 0}).all()
     savepoint = conn.begin_nested()
     try:
         db.run(conn, name, **params).all()
