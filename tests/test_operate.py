@@ -452,6 +452,34 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
 
 
 
+def test_kill_clear_and_cancel_close_the_trigger_of_a_deferred_ti(db_url, eng):
+    """A deferred TI's try ends in the operator's command and its trigger is closed with the
+    reason as its error (fired_at set: the triggerer drops it, no event resumes the TI), on both
+    dialects (MySQL/MariaDB: clear_tis_v4, set_ti_state_v3 and set_run_state_v3 reach the trigger
+    from their selection). Another DAG's deferred TI keeps its trigger open."""
+    from datetime import datetime, timezone
+    from tests.reference import TI, World
+    from tests.world import load_world
+    runs = {1: ("d", "running", 1), 2: ("d", "running", 2), 3: ("d", "running", 3), 4: ("o", "running", 4)}
+    load_world(eng, World(pools={"default_pool": (128, False)}, parallelism={"default": None},
+                          dags={"d": (None, False), "o": (None, False)},
+                          tasks={("d", "t"): (None, None), ("o", "t"): (None, None)}, runs=runs,
+                          tis=[TI(10 * r + 1, runs[r][0], r, "t", 0, "deferred", 1, "default_pool", 1) for r in runs]))
+    table = "`trigger`" if db.dialect_dir(eng) == "mysql" else '"trigger"'
+    for r in runs:
+        sql(eng, f"INSERT INTO {table} (id, classpath, kwargs, ti_id, created_at) VALUES (:g, 'x.Wait', '{{}}', :t, :at)",
+            g=100 * r + 1, t=10 * r + 1, at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+        sql(eng, "UPDATE task_instance SET trigger_id = :g, try_number = 1 WHERE id = :t", g=100 * r + 1, t=10 * r + 1)
+    ok(cli(db_url, "tasks", "kill", "d", "run1", "t", "--reason", "killed here"))
+    ok(cli(db_url, "tasks", "clear", "d", "--run", "run2", "--yes", "--reason", "cleared here"))
+    ok(cli(db_url, "runs", "cancel", "d", "run3", "--reason", "cancelled here"))
+    assert dict(sql(eng, "SELECT id, state FROM task_instance ORDER BY id")) == {
+        11: "failed", 21: "none", 31: "failed", 41: "deferred"}
+    closed = {r.id: (r.fired_at is not None, r.error) for r in sql(eng, f"SELECT id, fired_at, error FROM {table}")}
+    assert closed == {101: (True, "killed here"), 201: (True, "cleared here"), 301: (True, "cancelled here"),
+                      401: (False, None)}
+    assert sorted(r[0] for r in sql(eng, "SELECT ti_id FROM task_instance_history")) == [11, 21, 31]
+
 @pytest.mark.parametrize("fails", [1, 3])
 def test_an_operator_command_runs_again_after_a_deadlock(db_url, eng, cfg, tmp_path, monkeypatch, fails):
     """A deadlock (PostgreSQL 40P01, MySQL/MariaDB 1213: the server undid the command's whole
