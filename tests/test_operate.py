@@ -451,7 +451,6 @@ def test_a_worker_that_claimed_a_ti_while_a_clear_waited_keeps_its_try_stopping_
     assert sql(eng, "SELECT state, worker_job_id FROM task_instance WHERE id = 2")[0] == ("restarting", job)
 
 
-
 def test_kill_clear_and_cancel_close_the_trigger_of_a_deferred_ti(db_url, eng):
     """A deferred TI's try ends in the operator's command and its trigger is closed with the
     reason as its error (fired_at set: the triggerer drops it, no event resumes the TI), on both
@@ -479,6 +478,7 @@ def test_kill_clear_and_cancel_close_the_trigger_of_a_deferred_ti(db_url, eng):
     assert closed == {101: (True, "killed here"), 201: (True, "cleared here"), 301: (True, "cancelled here"),
                       401: (False, None)}
     assert sorted(r[0] for r in sql(eng, "SELECT ti_id FROM task_instance_history")) == [11, 21, 31]
+
 
 @pytest.mark.parametrize("fails", [1, 3])
 def test_an_operator_command_runs_again_after_a_deadlock(db_url, eng, cfg, tmp_path, monkeypatch, fails):
