@@ -45,6 +45,13 @@ def sql(eng, text: str, **params):
         return result.all() if result.returns_rows else result.rowcount
 
 
+def pending_counts_agree(eng) -> bool:
+    """The view pending_counts holds what pending_reasons says TI by TI, counted by pool and reason."""
+    per_ti = sql(eng, "SELECT pool, reason, COUNT(*) FROM pending_reasons GROUP BY pool, reason")
+    counted = sql(eng, "SELECT pool, reason, tis FROM pending_counts")
+    return sorted(map(tuple, per_ti)) == sorted(map(tuple, counted))
+
+
 def trigger(eng, dag_id: str, run_id: str | None = None, now=None):
     with db.connect(eng) as conn:
         return db.run(conn, "trigger_dag", dag_id=dag_id, run_id=run_id, conf="{}", now=now).one()

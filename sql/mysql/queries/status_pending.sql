@@ -1,3 +1,4 @@
--- Why scheduled TIs wait, most common reason first (view pending_reasons).
-SELECT reason, count(*) AS tis, min(pool) AS example_pool FROM pending_reasons
-GROUP BY reason ORDER BY count(*) DESC, reason
+-- Why scheduled TIs wait, most common reason first (view pending_counts: pending_reasons counted
+-- per group of TIs).
+SELECT reason, CAST(SUM(tis) AS SIGNED) AS tis, MIN(pool) AS example_pool FROM pending_counts
+GROUP BY reason ORDER BY SUM(tis) DESC, reason
