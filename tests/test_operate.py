@@ -594,3 +594,30 @@ def test_mysql_operator_commands_wait_for_no_writer_of_another_dags_rows(eng, he
     states = dict(sql(eng, "SELECT id, state FROM task_instance WHERE dag_id = 'd'"))
     assert states == {100 * r + m: s for r, s in ((1, "none"), (2, "success"), (3, "skipped")) for m in range(30)}
     assert set(sql(eng, "SELECT state FROM task_instance WHERE dag_id = 'o'")) == {("scheduled",)}
+
+
+def test_runs_list_gives_the_newest_runs_first_with_their_counts_within_the_limit(db_url, eng, cfg, tmp_path):
+    """The runs are chosen first (filters, newest first, the limit), then their TIs counted
+    (MySQL/MariaDB's named query joins the chosen runs to run_overview by key)."""
+    sync_source(eng, tmp_path / "dags", CHAIN.format(marker=tmp_path / "m"))
+    sync_source(eng, tmp_path / "dags2", PLAIN)
+    made = [("chain", "r1"), ("plain", "p1"), ("chain", "r2"), ("plain", "p2"), ("chain", "r3")]
+    for i, (dag_id, run_id) in enumerate(made):
+        trigger(eng, dag_id, run_id)
+        sql(eng, "UPDATE dag_run SET created_at = :t WHERE dag_id = :d AND run_id = :r",
+            t=datetime(2026, 1, 1, 0, i, tzinfo=timezone.utc), d=dag_id, r=run_id)
+    sql(eng, "UPDATE dag SET is_paused = :p WHERE dag_id = 'daily'", p=True)  # (no run of its own)
+    tick(eng, cfg)  # the runs start: chain's have 3 TIs, plain's 2
+    sql(eng, "UPDATE dag_run SET state = 'failed' WHERE run_id = 'r2'")
+    tis = dict(sql(eng, "SELECT r.run_id, COUNT(t.id) FROM dag_run r LEFT JOIN task_instance t ON t.dag_run_id = r.id "
+                        "GROUP BY r.run_id"))
+
+    def listed(*args):
+        return [(r["dag_id"], r["run_id"], r["tis"]) for r in json.loads(ok(cli(db_url, "runs", "list", "--json", *args)))]
+
+    assert (tis["r1"], tis["p1"]) == (3, 2)
+    assert listed("--limit", "2") == [("chain", "r3", tis["r3"]), ("plain", "p2", tis["p2"])]
+    assert listed() == [(d, r, tis[r]) for d, r in reversed(made)]
+    assert listed("--dag", "chain", "--limit", "2") == [("chain", "r3", tis["r3"]), ("chain", "r2", tis["r2"])]
+    assert listed("--state", "failed") == [("chain", "r2", tis["r2"])]
+    assert listed("--dag", "plain", "--state", "failed") == []
