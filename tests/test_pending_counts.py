@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from engine import db
 from engine.paths import SQL_DIR
 from tests.helpers import pending_counts_agree, sql
-from tests.reference import Reservation
+from tests.reference import TI, Reservation, World
 from tests.test_queue_tis_model import worlds
 from tests.world import load_world
 
@@ -20,6 +20,23 @@ def _previous_metrics(eng) -> str:
     text = (SQL_DIR / db.dialect_dir(eng) / "previous" / "0061" / "metrics.sql").read_text()
     assert "CREATE VIEW metrics AS" in text
     return text.replace("CREATE VIEW metrics AS", "CREATE VIEW metrics_0008 AS", 1)
+
+
+def _metrics_agree(eng) -> bool:
+    """The metrics view gives exactly the rows of its previous text (one statement for both, so
+    that their "now" is one instant)."""
+    with eng.begin() as c:
+        c.exec_driver_sql("DROP VIEW IF EXISTS metrics_0008")
+        c.exec_driver_sql(_previous_metrics(eng))
+    try:
+        got = sql(eng, "SELECT 'new', metric, pool, queue, state, reason, kind, value FROM metrics "
+                       "UNION ALL SELECT 'old', metric, pool, queue, state, reason, kind, value FROM metrics_0008")
+    finally:
+        with eng.begin() as c:
+            c.exec_driver_sql("DROP VIEW metrics_0008")
+    new = sorted((tuple(r[1:]) for r in got if r[0] == "new"), key=repr)
+    old = sorted((tuple(r[1:]) for r in got if r[0] == "old"), key=repr)
+    return new == old
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -40,19 +57,26 @@ def test_pending_counts_and_metrics_agree_with_the_per_ti_views(eng, w, data):
             sql(eng, "UPDATE task_instance SET state = 'preempting', preempted_for = :f WHERE id = :i",
                 f=data.draw(st.sampled_from(scheduled)).id, i=t.id)
     assert pending_counts_agree(eng)
-    with eng.begin() as c:
-        c.exec_driver_sql("DROP VIEW IF EXISTS metrics_0008")
-    with eng.begin() as c:
-        c.exec_driver_sql(_previous_metrics(eng))
-    try:  # (one statement for both views: their "now" is the same instant)
-        got = sql(eng, "SELECT 'new', metric, pool, queue, state, reason, kind, value FROM metrics "
-                       "UNION ALL SELECT 'old', metric, pool, queue, state, reason, kind, value FROM metrics_0008")
-    finally:
-        with eng.begin() as c:
-            c.exec_driver_sql("DROP VIEW metrics_0008")
-    new = sorted((tuple(r[1:]) for r in got if r[0] == "new"), key=repr)
-    old = sorted((tuple(r[1:]) for r in got if r[0] == "old"), key=repr)
-    assert new == old
+    assert _metrics_agree(eng)
+
+
+def test_metrics_keep_their_rows_with_no_pool_row_at_all(eng):
+    """The zero rows of MariaDB's view (every pool, one with no pool): TIs of pools that have no row
+    ('unknown pool': no sample of theirs), then a deployment with no TI, task or pool row at all
+    (no per-pool sample; the deployment-wide ones are still there)."""
+    tis = [TI(1, "d", 1, "t", 0, "scheduled", 1, "gone", 1), TI(2, "d", 1, "t", 1, "scheduled", 1, "gone", 2),
+           TI(3, "d", 1, "t", 2, "running", 1, "gone", 1), TI(4, "d", 1, "t", 3, "queued", 1, "other", 1)]
+    load_world(eng, World({"default_pool": (128, False)}, {"default": None}, {"d": (None, False)}, {("d", "t"): (None, None)},
+                          {1: ("d", "running", 0)}, tis))
+    assert pending_counts_agree(eng) and _metrics_agree(eng)
+    assert {r[0] for r in sql(eng, "SELECT pool FROM metrics WHERE pool IS NOT NULL")} == {"default_pool", "gone", "other"}
+    assert sql(eng, "SELECT metric FROM metrics WHERE pool IN ('gone', 'other') AND metric <> 'task_instances'") == []
+    for table in ("task_instance", "task", "pool"):
+        sql(eng, f"DELETE FROM {table}")
+    assert pending_counts_agree(eng) and _metrics_agree(eng)
+    names = {r[0] for r in sql(eng, "SELECT metric FROM metrics")}
+    assert {"scheduler_tasks_starving", "oldest_ti_age_seconds"} <= names
+    assert not names & {"pool_scheduled_slots", "pool_starving_tasks", "pool_open_slots", "task_instances"}
 
 
 def test_the_metrics_and_status_queries_run_with_jit_off(eng):
