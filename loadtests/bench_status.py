@@ -23,7 +23,7 @@ import bench_queue as bq  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from engine import db  # noqa: E402
-from engine.paths import SQL_DIR  # noqa: E402
+from tests.helpers import metrics_0008_sql  # noqa: E402
 
 
 def timed(eng, work, rounds: int) -> float:
@@ -50,10 +50,9 @@ def main() -> int:
              ("named query status_pending (engine status, 'why pending')", lambda c: db.run(c, "status_pending").all()),
              ("SELECT * FROM pending_counts", lambda c: c.execute(sa.text("SELECT * FROM pending_counts")).all())]
     if a.before:
-        text = (SQL_DIR / db.dialect_dir(eng) / "previous" / "0061" / "metrics.sql").read_text()
         with eng.begin() as c:
             c.exec_driver_sql("DROP VIEW IF EXISTS metrics_0008")
-            c.exec_driver_sql(text.replace("CREATE VIEW metrics AS", "CREATE VIEW metrics_0008 AS", 1))
+            c.exec_driver_sql(metrics_0008_sql(db.dialect_dir(eng)))
         cases += [("revision 0008's metrics view (before)",
                    lambda c: c.execute(sa.text("SELECT * FROM metrics_0008")).all()),
                   ("pending_reasons counted by pool and reason (per TI)",

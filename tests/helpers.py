@@ -45,6 +45,16 @@ def sql(eng, text: str, **params):
         return result.all() if result.returns_rows else result.rowcount
 
 
+def metrics_0008_sql(dialect: str) -> str:
+    """The metrics view as revision 0008 defined it (its text before 0061), as view metrics_0008:
+    for comparing the current view with it (tests/test_pending_counts.py, loadtests/bench_status.py)."""
+    from engine.paths import SQL_DIR
+
+    text = (SQL_DIR / dialect / "previous" / "0061" / "metrics.sql").read_text()
+    assert "CREATE VIEW metrics AS" in text
+    return text.replace("CREATE VIEW metrics AS", "CREATE VIEW metrics_0008 AS", 1)
+
+
 def pending_counts_agree(eng) -> bool:
     """The view pending_counts holds what pending_reasons says TI by TI, counted by pool and reason."""
     per_ti = sql(eng, "SELECT pool, reason, COUNT(*) FROM pending_reasons GROUP BY pool, reason")

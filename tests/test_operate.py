@@ -597,8 +597,9 @@ def test_mysql_operator_commands_wait_for_no_writer_of_another_dags_rows(eng, he
 
 
 def test_runs_list_gives_the_newest_runs_first_with_their_counts_within_the_limit(db_url, eng, cfg, tmp_path):
-    """The runs are chosen first (filters, newest first, the limit), then their TIs counted
-    (MySQL/MariaDB's named query joins the chosen runs to run_overview by key)."""
+    """The runs are chosen first (filters, newest first, the limit), then their TIs counted (the
+    named query reads run_overview for the chosen runs only: a LATERAL on PostgreSQL, a join by
+    key on MySQL/MariaDB)."""
     sync_source(eng, tmp_path / "dags", CHAIN.format(marker=tmp_path / "m"))
     sync_source(eng, tmp_path / "dags2", PLAIN)
     made = [("chain", "r1"), ("plain", "p1"), ("chain", "r2"), ("plain", "p2"), ("chain", "r3")]

@@ -8,18 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import db
-from engine.paths import SQL_DIR
-from tests.helpers import pending_counts_agree, sql
+from tests.helpers import metrics_0008_sql, pending_counts_agree, sql
 from tests.reference import TI, Reservation, World
 from tests.test_queue_tis_model import worlds
 from tests.world import load_world
-
-
-def _previous_metrics(eng) -> str:
-    """The metrics view as revision 0008 defined it (its text before 0061), as view metrics_0008."""
-    text = (SQL_DIR / db.dialect_dir(eng) / "previous" / "0061" / "metrics.sql").read_text()
-    assert "CREATE VIEW metrics AS" in text
-    return text.replace("CREATE VIEW metrics AS", "CREATE VIEW metrics_0008 AS", 1)
 
 
 def _metrics_agree(eng) -> bool:
@@ -27,7 +19,7 @@ def _metrics_agree(eng) -> bool:
     that their "now" is one instant)."""
     with eng.begin() as c:
         c.exec_driver_sql("DROP VIEW IF EXISTS metrics_0008")
-        c.exec_driver_sql(_previous_metrics(eng))
+        c.exec_driver_sql(metrics_0008_sql(db.dialect_dir(eng)))
     try:
         got = sql(eng, "SELECT 'new', metric, pool, queue, state, reason, kind, value FROM metrics "
                        "UNION ALL SELECT 'old', metric, pool, queue, state, reason, kind, value FROM metrics_0008")
