@@ -81,3 +81,31 @@ def test_the_metrics_and_status_queries_run_with_jit_off(eng):
             if db.dialect_dir(eng) == "postgresql":
                 assert conn.exec_driver_sql("SHOW jit").scalar() == "off", name
         assert rows is not None
+
+
+def test_names_that_share_their_first_100_characters_keep_their_own_limits(eng):
+    """MySQL/MariaDB's two views (revision 0062) join the pool, task and executor limits on a
+    name's first 100 characters, then compare the whole names: two pools, two tasks of one DAG and
+    two executors whose names differ only after that, one of each full, must each give their own
+    reason, once a TI (a join on the prefix alone gives each TI two rows here)."""
+    pre = "p" * 100
+    full_pool, open_pool = pre + ".full", pre + ".open"
+    dag = "d" * 100 + ".dag"
+    full_task, open_task = "t" * 100 + ".full", "t" * 100 + ".open"
+    full_ex, open_ex = "e" * 100 + ".full", "e" * 100 + ".open"
+    tis = [TI(1, dag, 1, full_task, 0, "running", 1, open_pool, 1, open_ex),   # fills full_task
+           TI(2, dag, 1, open_task, 0, "running", 1, full_pool, 1, full_ex),   # fills full_pool, full_ex
+           TI(3, dag, 1, open_task, 1, "scheduled", 1, full_pool, 1, open_ex),
+           TI(4, dag, 1, full_task, 1, "scheduled", 1, open_pool, 1, open_ex),
+           TI(5, dag, 1, open_task, 2, "scheduled", 1, open_pool, 1, full_ex),
+           TI(6, dag, 1, open_task, 3, "scheduled", 1, open_pool, 1, open_ex)]
+    load_world(eng, World({"default_pool": (128, False), full_pool: (1, False), open_pool: (10, False)},
+                          {"default": None, full_ex: 1, open_ex: None},
+                          {dag: (None, False)}, {(dag, full_task): (1, None), (dag, open_task): (None, None)},
+                          {1: (dag, "running", 0)}, tis))
+    assert sorted(map(tuple, sql(eng, "SELECT ti_id, reason FROM pending_reasons"))) == [
+        (3, "pool full"), (4, "task at max_active_tis_per_dag"), (5, "executor at parallelism"), (6, "runnable")]
+    assert pending_counts_agree(eng)
+    assert sorted(map(tuple, sql(eng, "SELECT pool, reason, tis FROM pending_counts"))) == [
+        (full_pool, "pool full", 1), (open_pool, "executor at parallelism", 1), (open_pool, "runnable", 1),
+        (open_pool, "task at max_active_tis_per_dag", 1)]
