@@ -8,7 +8,8 @@
 -- preempted TIs it waits for. So the scheduled TIs are first counted by those (one pass,
 -- ~20,000 groups for 1,000,000 TIs in the benchmark's world), and the limits are read per group:
 -- 0.6 s for 1,000,000 scheduled TIs on PostgreSQL 15, where pending_reasons reads them per TI
--- (2.5 s; MariaDB 10.11: 5.5 s against 114 s). Keep the CASE below the same as pending_reasons'.
+-- (2.5 s; MariaDB 10.11: 3.7 s since revision 0062, 5.5 s before, against 114 s). Keep the CASE
+-- below the same as pending_reasons'.
 -- MariaDB joins (since revision 0062): a join on a name alone (pool, executor; DAG and task)
 -- to limit_usage was a block nested loop over all its rows for every row here (2.1 s of
 -- this view's 2.1 s on a world of 50,000 scheduled TIs and 1,073 running), because the
